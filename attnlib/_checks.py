@@ -1,0 +1,166 @@
+"""Backend-independent input checks shared by ``attnlib.numpy`` and ``attnlib.torch``.
+
+The checks work on shapes (tuples) and dtype *kinds* only, so both backends
+raise the same errors with the same messages.  Messages are Chinese first
+(learners read them in the notebooks) with the English key phrase after it.
+"""
+
+from __future__ import annotations
+
+import math
+
+# dtype kinds, named as numpy's ``dtype.kind``: b=bool, i/u=integer, f=float, c=complex
+_KIND_NAMES = {"b": "布尔 (bool)", "i": "整数 (integer)", "u": "无符号整数 (unsigned integer)",
+               "c": "复数 (complex)", "f": "浮点 (float)"}
+
+
+def check_float_kind(name: str, kind: str, dtype) -> None:
+    """Raise ``TypeError`` unless ``kind`` is a real floating-point kind."""
+    if kind != "f":
+        what = _KIND_NAMES.get(kind, str(dtype))
+        raise TypeError(
+            f"{name} 必须是实数浮点数组，收到的是 {what} 类型 dtype={dtype} "
+            f"(expected a real floating-point array)。请先转换，例如 x.astype(float)。")
+
+
+def check_same_dtype(named_dtypes: dict) -> None:
+    """Raise ``TypeError`` when the given arrays do not share one dtype."""
+    if len({str(d) for d in named_dtypes.values()}) > 1:
+        listing = ", ".join(f"{n}.dtype={d}" for n, d in named_dtypes.items())
+        raise TypeError(f"输入的 dtype 不一致 (dtype mismatch): {listing}；请先统一为同一种浮点类型。")
+
+
+def check_min_ndim(name: str, shape: tuple, ndim: int = 2) -> None:
+    """Raise ``ValueError`` if an array has fewer than ``ndim`` dimensions."""
+    if len(shape) < ndim:
+        raise ValueError(f"{name} 至少需要 {ndim} 维 (..., n, d)，收到 shape={shape} "
+                         f"(expected at least {ndim} dimensions)。")
+
+
+def broadcast_batch(named_shapes: dict) -> tuple:
+    """Broadcast the leading (batch/head) dimensions of several ``(..., n, d)`` shapes.
+
+    Returns the broadcast batch shape; raises ``ValueError`` naming every shape
+    when they are incompatible.
+    """
+    batches = {n: s[:-2] for n, s in named_shapes.items()}
+    try:
+        return broadcast_shapes(*batches.values())
+    except ValueError:
+        listing = ", ".join(f"{n}.shape={s}" for n, s in named_shapes.items())
+        raise ValueError(f"前导的批量/头维度无法广播 (batch dimensions do not broadcast): {listing}") from None
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    """NumPy broadcasting rules on plain tuples (no array library needed)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def check_qkv(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> tuple:
+    """Check q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)``.
+
+    Returns the broadcast batch shape.
+    """
+    for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
+        check_min_ndim(name, shape)
+    if q_shape[-1] != k_shape[-1]:
+        raise ValueError(f"q 与 k 的最后一维 d_k 必须相同 (d_k mismatch): "
+                         f"q.shape={q_shape} 的 d_k={q_shape[-1]}，k.shape={k_shape} 的 d_k={k_shape[-1]}。")
+    if k_shape[-2] != v_shape[-2]:
+        raise ValueError(f"k 与 v 的序列长度必须相同 (key/value length mismatch): "
+                         f"k.shape={k_shape} 有 {k_shape[-2]} 个键，v.shape={v_shape} 有 {v_shape[-2]} 个值。")
+    return broadcast_batch({"q": q_shape, "k": k_shape, "v": v_shape})
+
+
+def check_mask(mask_shape: tuple, mask_kind: str, mask_dtype, target: tuple, what: str = "注意力分数") -> None:
+    """A mask must be boolean and broadcast to ``target`` without enlarging it."""
+    if mask_kind != "b":
+        raise TypeError(f"mask 必须是布尔数组 (mask must be boolean)，True 表示可以关注；收到 dtype={mask_dtype}。"
+                        f"加性掩码 (0/-inf) 请先转换：mask = (additive == 0)。")
+    try:
+        ok = broadcast_shapes(mask_shape, target) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"mask.shape={mask_shape} 无法广播到{what}的形状 {tuple(target)} "
+                         f"(mask cannot broadcast to {tuple(target)})。")
+
+
+def check_temperature(temperature) -> float:
+    """Temperature must be a finite real number > 0."""
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise TypeError(f"temperature 必须是实数 (temperature must be a real number)，收到 {temperature!r}。") from None
+    if not math.isfinite(t) or t <= 0:
+        raise ValueError(f"temperature 必须是大于 0 的有限数 (temperature must be > 0)，收到 {temperature!r}。")
+    return t
+
+
+def check_axis(axis: int, ndim: int) -> int:
+    """Normalise ``axis`` for an array of ``ndim`` dimensions."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"axis 必须是整数 (axis must be an int)，收到 {axis!r}。")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis={axis} 超出范围：数组只有 {ndim} 维 (axis out of range)。")
+    return axis % ndim
+
+
+def check_scale(scale, d_k: int) -> float:
+    """``scale=True`` means 1/sqrt(d_k), ``False`` means 1, a positive number is used as is."""
+    if scale is True:
+        return 1.0 / math.sqrt(d_k)
+    if scale is False:
+        return 1.0
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"scale 必须是 True/False 或正数 (scale must be bool or a number)，收到 {scale!r}。") from None
+    if not math.isfinite(s) or s <= 0:
+        raise ValueError(f"scale 必须是大于 0 的有限数 (scale must be > 0)，收到 {scale!r}。")
+    return s
+
+
+def check_heads(d_model: int, n_heads) -> int:
+    """``n_heads`` must be a positive int dividing the model width."""
+    if not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads < 1:
+        raise ValueError(f"n_heads 必须是正整数 (n_heads must be a positive int)，收到 {n_heads!r}。")
+    if d_model % n_heads:
+        raise ValueError(f"模型宽度 d_model={d_model} 不能被头数 n_heads={n_heads} 整除 "
+                         f"(n_heads must divide the model width)。")
+    return d_model // n_heads
+
+
+def check_matrix(name: str, shape: tuple, rows: int, cols: int | None = None) -> None:
+    """A projection matrix must be ``(rows, cols)`` (``cols=None``: any width)."""
+    ok = len(shape) == 2 and shape[0] == rows and (cols is None or shape[1] == cols)
+    if not ok:
+        want = f"({rows}, {cols if cols is not None else 'd'})"
+        raise ValueError(f"{name} 的形状应为 {want}，收到 {name}.shape={shape} (projection shape mismatch)。")
+
+
+def check_vector(name: str, shape: tuple, size: int) -> None:
+    """A bias must be a vector of length ``size``."""
+    if tuple(shape) != (size,):
+        raise ValueError(f"{name} 的形状应为 ({size},)，收到 {name}.shape={tuple(shape)} (bias shape mismatch)。")
+
+
+def check_lengths(lengths: list, n_k: int) -> None:
+    """Every padding length must be an integer in ``[0, n_k]``."""
+    bad = [n for n in lengths if not 0 <= n <= n_k]
+    if bad:
+        raise ValueError(f"padding 长度必须在 [0, n_k={n_k}] 之内，收到 {bad} (length out of range)。")
+
+
+def check_sizes(**sizes) -> None:
+    """Sequence sizes must be non-negative ints."""
+    for name, n in sizes.items():
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"{name} 必须是非负整数 (must be a non-negative int)，收到 {n!r}。")

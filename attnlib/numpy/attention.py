@@ -1,0 +1,92 @@
+"""Scaled dot-product attention, ``softmax(q k^T / sqrt(d_k)) v`` (chapter 6).
+
+The textbook version materialises the scores, then makes four more passes,
+each allocating a new n_q x n_k array.  This one gives the same numbers with
+two habits that make it about three times faster:
+
+* dtype discipline: every constant is a Python float, so float32 inputs stay
+  float32 (no silent float64 copies), and q is scaled before the product
+  (n_q x d_k work instead of n_q x n_k);
+* in-place work on query tiles: the scores of ``TILE_ROWS``-ish queries are
+  computed straight into their slice of the output weights (or into one
+  reused tile buffer when ``need_weights=False``) and masked, shifted,
+  exponentiated and normalised there, while the tile is still in cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _checks
+from ._arrays import as_float_arrays, as_mask
+from .masks import causal_rows
+from .softmax import exp_shifted_
+
+# Scores per tile: about 256K elements (1 MiB in float32) stays in the L2/L3 cache.
+TILE_ELEMENTS = 1 << 18
+
+
+def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weights=True):
+    """Scaled dot-product attention.
+
+    Parameters
+    ----------
+    q : array_like of float, shape (..., n_q, d_k)
+    k : array_like of float, shape (..., n_k, d_k)
+    v : array_like of float, shape (..., n_k, d_v)
+        Leading batch/head dimensions broadcast; all three share one dtype.
+    mask : array_like of bool, optional
+        Broadcasts to ``(..., n_q, n_k)``; ``True`` = may attend.
+    causal : bool
+        Also apply ``causal_mask(n_q, n_k)`` (bottom-right aligned).
+    need_weights : bool
+        If False, the weights are never normalised and ``None`` is returned
+        for them (the output is normalised instead: n_q x d_v divisions
+        rather than n_q x n_k).
+
+    Returns
+    -------
+    output : ndarray, shape (..., n_q, d_v)
+    weights : ndarray, shape (..., n_q, n_k), or None
+        Rows sum to 1; a fully masked row has all-zero weights and a zero output.
+    """
+    q, k, v = as_float_arrays(q=q, k=k, v=v)
+    batch = _checks.check_qkv(q.shape, k.shape, v.shape)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        mask = as_mask(mask, batch + (n_q, n_k))
+    q = q * (1.0 / math.sqrt(q.shape[-1]))  # Python float: float32 stays float32
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
+    out = np.empty(batch + (n_q, v.shape[-1]), dtype=q.dtype)  # (..., n_q, d_v)
+    weights = np.empty(batch + (n_q, n_k), dtype=q.dtype) if need_weights else None
+    step = tile_rows(n_q, n_k, math.prod(batch))
+    tile = None if need_weights else np.empty(batch + (step, n_k), dtype=q.dtype)
+    for start in range(0, n_q, step):
+        rows = slice(start, min(start + step, n_q))
+        s = weights[..., rows, :] if need_weights else tile[..., : rows.stop - start, :]
+        np.matmul(q[..., rows, :], k_t, out=s)  # (..., rows, n_k)
+        allowed = tile_mask(mask, causal, rows, n_q, n_k)
+        recip = exp_shifted_(s, allowed)  # s <- exp(s - row max); recip = 1 / row sum
+        if need_weights:
+            np.multiply(s, recip, out=s)
+            np.matmul(s, v, out=out[..., rows, :])
+        else:
+            np.multiply(np.matmul(s, v, out=out[..., rows, :]), recip, out=out[..., rows, :])
+    return out, weights
+
+
+def tile_rows(n_q: int, n_k: int, batch_size: int) -> int:
+    """How many query rows one tile holds: about ``TILE_ELEMENTS`` scores, at least 16 rows."""
+    return max(1, min(n_q, max(16, TILE_ELEMENTS // max(1, n_k * batch_size))))
+
+
+def tile_mask(mask, causal: bool, rows: slice, n_q: int, n_k: int):
+    """The boolean mask of query rows ``rows``: the user's mask and the causal one, combined."""
+    if mask is not None and mask.ndim >= 2 and mask.shape[-2] != 1:
+        mask = mask[..., rows, :]
+    if causal:
+        c = causal_rows(rows.start, rows.stop, n_q, n_k)
+        mask = c if mask is None else mask & c
+    return mask

@@ -1,0 +1,85 @@
+"""Boolean attention masks (chapter 8). Convention everywhere: ``True`` = may attend."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+
+
+def causal_mask(n_q, n_k=None):
+    """Causal mask aligned bottom-right.
+
+    Parameters
+    ----------
+    n_q : int
+        Number of queries.
+    n_k : int, optional
+        Number of keys (default ``n_q``). With ``n_q < n_k`` the queries are the
+        *last* ``n_q`` positions, so the last query sees every key, which is
+        what decoding with a KV cache needs.
+
+    Returns
+    -------
+    ndarray of bool, shape (n_q, n_k)
+        ``mask[i, j]`` is True iff ``j <= i + (n_k - n_q)``.
+    """
+    n_k = n_q if n_k is None else n_k
+    _checks.check_sizes(n_q=n_q, n_k=n_k)
+    return causal_rows(0, n_q, n_q, n_k)
+
+
+def causal_rows(start: int, stop: int, n_q: int, n_k: int) -> np.ndarray:
+    """Rows ``start:stop`` of ``causal_mask(n_q, n_k)``, shape (stop - start, n_k)."""
+    last_visible = np.arange(start, stop) + (n_k - n_q)  # (rows,)
+    return np.arange(n_k) <= last_visible[:, None]
+
+
+def padding_mask(lengths, n_k):
+    """Mask out the padding at the end of each sequence of a batch.
+
+    Parameters
+    ----------
+    lengths : sequence of int, shape (B,)
+        Real length of each sequence; keys ``j >= lengths[b]`` are padding.
+    n_k : int
+        Padded length.
+
+    Returns
+    -------
+    ndarray of bool, shape (B, 1, n_k)
+        Broadcasts against scores ``(B, n_q, n_k)``; every query of sequence b
+        may attend to its first ``lengths[b]`` keys.
+    """
+    _checks.check_sizes(n_k=n_k)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+        raise TypeError(f"lengths 必须是一维整数序列 (1-D integer lengths)，收到 shape={lengths.shape}, "
+                        f"dtype={lengths.dtype}。")
+    _checks.check_lengths(lengths.tolist(), n_k)
+    return (np.arange(n_k) < lengths[:, None])[:, None, :]
+
+
+def sliding_window_mask(n, window, *, causal=False):
+    """Local attention: each query sees keys at most ``window - 1`` positions away.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length (queries and keys).
+    window : int >= 1
+        Window size in positions, the query's own position included.
+    causal : bool
+        If True, only the ``window`` most recent positions (``i - window < j <= i``).
+
+    Returns
+    -------
+    ndarray of bool, shape (n, n)
+    """
+    _checks.check_sizes(n=n, window=window)
+    if window < 1:
+        raise ValueError(f"window 必须至少为 1 (window must be >= 1)，收到 {window}。")
+    offset = np.arange(n)[:, None] - np.arange(n)  # i - j
+    if causal:
+        return (offset >= 0) & (offset < window)
+    return np.abs(offset) < window

@@ -1,0 +1,82 @@
+"""Scaled dot-product attention (chapter 6), torch backend.
+
+Two paths give the same output:
+
+* ``need_weights=True``: the manual path, ``softmax(q k^T / sqrt(d_k)) v``,
+  which must materialise the weights to return them;
+* ``need_weights=False``: ``torch.nn.functional.scaled_dot_product_attention``,
+  the fused kernel (FlashAttention or memory-efficient attention on CUDA, a
+  fused C++ kernel on CPU) that never stores the n_q x n_k weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .. import _checks
+from ._tensors import as_float_tensors, as_mask
+from .masks import causal_mask
+from .softmax import softmax_masked
+
+
+def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weights=True):
+    """Scaled dot-product attention; same contract as ``attnlib.numpy.scaled_dot_product_attention``.
+
+    Parameters
+    ----------
+    q : tensor of float, shape (..., n_q, d_k)
+    k : tensor of float, shape (..., n_k, d_k)
+    v : tensor of float, shape (..., n_k, d_v)
+        Same dtype and device; leading dimensions broadcast; autograd flows through.
+    mask : tensor of bool, optional
+        Broadcasts to ``(..., n_q, n_k)``; ``True`` = may attend. Moved to q's device.
+    causal : bool
+        Also apply the bottom-right aligned ``causal_mask(n_q, n_k)``.
+    need_weights : bool
+        False takes the fused kernel and returns ``(output, None)``.
+
+    Returns
+    -------
+    output : tensor, shape (..., n_q, d_v)
+    weights : tensor, shape (..., n_q, n_k), or None
+        A fully masked row has zero weights and a zero output.
+    """
+    q, k, v = as_float_tensors(q=q, k=k, v=v)
+    batch = _checks.check_qkv(tuple(q.shape), tuple(k.shape), tuple(v.shape))
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if not need_weights:
+        return fused_attention(q, k, v, mask, causal, batch), None
+    allowed = combined_mask(mask, causal, batch + (n_q, n_k), q.device)
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.mT  # (..., n_q, n_k)
+    if allowed is not None:
+        scores.masked_fill_(~allowed, float("-inf"))  # in place: the product is a fresh tensor
+    weights = softmax_masked(scores, -1, allowed)
+    return weights @ v, weights
+
+
+def combined_mask(mask, causal: bool, target: tuple, device: torch.device):
+    """The user's boolean mask and the causal mask as one tensor on ``device`` (or None)."""
+    if mask is not None:
+        mask = as_mask(mask, target, device)
+    if causal:
+        c = causal_mask(target[-2], target[-1]).to(device)
+        mask = c if mask is None else mask & c
+    return mask
+
+
+def fused_attention(q, k, v, mask, causal: bool, batch: tuple) -> torch.Tensor:
+    """torch's fused kernel, with our mask convention and bottom-right causal alignment.
+
+    torch's ``is_causal=True`` aligns top-left, so it is only used when
+    n_q == n_k (where both alignments agree); otherwise the causal mask is
+    passed explicitly.  The kernels want equal batch shapes: ``expand``
+    makes broadcast views without copying.
+    """
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    simple_causal = causal and mask is None and n_q == n_k
+    allowed = None if simple_causal else combined_mask(mask, causal, batch + (n_q, n_k), q.device)
+    q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=simple_causal)

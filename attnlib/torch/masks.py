@@ -1,0 +1,40 @@
+"""Boolean attention masks (chapter 8), torch backend. ``True`` = may attend.
+
+Masks are built on the CPU (or on the device of ``lengths``); the attention
+functions move a mask to the device of their inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks
+
+
+def causal_mask(n_q, n_k=None):
+    """Bottom-right aligned causal mask, shape (n_q, n_k): ``mask[i, j] = j <= i + (n_k - n_q)``."""
+    n_k = n_q if n_k is None else n_k
+    _checks.check_sizes(n_q=n_q, n_k=n_k)
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+
+
+def padding_mask(lengths, n_k):
+    """Mask of shape (B, 1, n_k): sequence b may attend to its first ``lengths[b]`` keys."""
+    _checks.check_sizes(n_k=n_k)
+    lengths = lengths if isinstance(lengths, torch.Tensor) else torch.as_tensor(lengths)
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths 必须是一维整数序列 (1-D integer lengths)，收到 shape={tuple(lengths.shape)}, "
+                        f"dtype={lengths.dtype}。")
+    _checks.check_lengths(lengths.tolist(), n_k)
+    return (torch.arange(n_k, device=lengths.device) < lengths[:, None])[:, None, :]
+
+
+def sliding_window_mask(n, window, *, causal=False):
+    """Local attention mask (n, n): keys at most ``window - 1`` positions away (only past ones if causal)."""
+    _checks.check_sizes(n=n, window=window)
+    if window < 1:
+        raise ValueError(f"window 必须至少为 1 (window must be >= 1)，收到 {window}。")
+    offset = torch.arange(n)[:, None] - torch.arange(n)  # i - j
+    if causal:
+        return (offset >= 0) & (offset < window)
+    return offset.abs() < window

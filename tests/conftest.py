@@ -1,0 +1,70 @@
+"""Shared fixtures: the two backends, the torch devices, and array converters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import numpy as anp
+from attnlib import torch as att
+
+CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda,
+                                              pytest.mark.skipif(not CUDA, reason="no CUDA device here")])]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Every torch device this machine has; CUDA cases are marked and skip cleanly without one."""
+    return request.param
+
+
+def tol(dtype) -> dict:
+    """Comparison tolerances for a float dtype."""
+    if np.dtype(dtype) == np.float32:
+        return {"rtol": 2e-5, "atol": 2e-5}
+    return {"rtol": 1e-10, "atol": 1e-12}
+
+
+def to_torch(x, device="cpu"):
+    """A numpy array (or None) as a tensor on ``device``."""
+    return None if x is None else torch.as_tensor(np.ascontiguousarray(x), device=device)
+
+
+def to_numpy(t):
+    """A tensor (or None) back to numpy, detached and on the CPU."""
+    return None if t is None else t.detach().cpu().numpy()
+
+
+class Backend:
+    """Runs an attnlib function on numpy or torch inputs and returns numpy results."""
+
+    def __init__(self, name: str, device: str = "cpu"):
+        self.name, self.device = name, device
+        self.lib = anp if name == "numpy" else att
+
+    def __repr__(self):
+        return f"{self.name}:{self.device}"
+
+    def arr(self, x):
+        return x if self.name == "numpy" or x is None else to_torch(x, self.device)
+
+    def call(self, fname: str, *args, **kwargs):
+        args = [self.arr(a) if isinstance(a, np.ndarray) else a for a in args]
+        kwargs = {k: self.arr(a) if isinstance(a, np.ndarray) else a for k, a in kwargs.items()}
+        result = getattr(self.lib, fname)(*args, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(self.np(r) for r in result)
+        return self.np(result)
+
+    def np(self, r):
+        return r if self.name == "numpy" or r is None else to_numpy(r)
+
+
+@pytest.fixture(params=["numpy", "torch"])
+def backend(request, device):
+    """Both backends; the torch one on every device."""
+    if request.param == "numpy" and device != "cpu":
+        pytest.skip("numpy runs on the CPU only")
+    return Backend(request.param, device)
