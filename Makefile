@@ -1,6 +1,10 @@
 # The course's commands. Each sets up what it needs on a fresh machine:
 # a virtual environment in .venv with the pinned versions of constraints.txt.
+#   make book    build the Chinese Jupyter Book into _build/html (executes every lesson)
 #   make test    the whole test suite (library, notebooks, book, grading, browser)
+#   make release regenerate the student notebooks/ from the instructor solutions/
+#   make grade   the instructor's whole nbgrader chain on the sample submissions
+#   make lab     JupyterLab on the student notebooks
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
 #   make lock    rewrite constraints.txt from the current environment
@@ -10,7 +14,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test bench lint lock
+.PHONY: book test bench lint lock release grade lab
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +23,18 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+book: $(STAMP)
+	$(PY) scripts/build_book.py
+
+release: $(STAMP)
+	$(PY) scripts/release.py
+
+grade: $(STAMP)
+	$(PY) scripts/grade_samples.py
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
@@ -26,7 +42,7 @@ test: lint
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH)
 
 lock: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//' > constraints.txt

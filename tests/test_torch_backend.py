@@ -1,0 +1,91 @@
+"""What only the torch backend promises: devices, dtypes, autograd, the fused path."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlib import torch as att
+from attnlib.torch import attention as torch_attention
+
+
+def rand(*shape, device="cpu", dtype=torch.float64, grad=False):
+    return torch.randn(*shape, device=device, dtype=dtype, requires_grad=grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_device_and_dtype_come_from_the_inputs(device, dtype):
+    q, k, v = rand(2, 3, 4, device=device, dtype=dtype), rand(2, 5, 4, device=device, dtype=dtype), \
+        rand(2, 5, 6, device=device, dtype=dtype)
+    for need_weights in (True, False):
+        out, w = att.scaled_dot_product_attention(q, k, v, mask=att.causal_mask(3, 5), need_weights=need_weights)
+        assert out.device.type == device and out.dtype == dtype
+        assert w is None or (w.device.type == device and w.dtype == dtype)
+    x = rand(2, 5, 8, device=device, dtype=dtype)
+    ws = [rand(8, 8, device=device, dtype=dtype) for _ in range(4)]
+    out, w = att.multi_head_attention(x, x, *ws, 2, mask=att.padding_mask([3, 5], 5))
+    assert out.device.type == device and w.dtype == dtype
+
+
+def test_inputs_on_different_devices_are_refused():
+    q = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="device"):
+        att.scaled_dot_product_attention(q, q.to("meta"), q)
+
+
+def test_need_weights_false_uses_the_fused_kernel(monkeypatch):
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch_attention.F, "scaled_dot_product_attention", spy)
+    q, k, v = rand(2, 4, 8), rand(2, 4, 8), rand(2, 4, 8)
+    att.scaled_dot_product_attention(q, k, v, causal=True, need_weights=False)
+    assert calls[-1]["is_causal"] is True and calls[-1]["attn_mask"] is None
+    att.scaled_dot_product_attention(q, rand(2, 6, 8), rand(2, 6, 8), causal=True, need_weights=False)
+    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"].shape == (4, 6)
+    att.scaled_dot_product_attention(q, k, v)
+    assert len(calls) == 2, "the weights path must not call the fused kernel"
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_gradients_are_correct(device, need_weights):
+    """torch.autograd.gradcheck (finite differences, float64) through both paths, with a fully masked row."""
+    q, k, v = rand(2, 3, 4, device=device, grad=True), rand(2, 5, 4, device=device, grad=True), \
+        rand(2, 5, 2, device=device, grad=True)
+    mask = torch.rand(2, 3, 5, device=device) < 0.7
+    mask[0, 1] = False
+
+    def f(q, k, v):
+        return att.scaled_dot_product_attention(q, k, v, mask=mask, causal=True, need_weights=need_weights)[0]
+
+    assert torch.autograd.gradcheck(f, (q, k, v))
+    f(q, k, v).sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    assert (q.grad[0, 1] == 0).all(), "a fully masked query gets no gradient"
+
+
+def test_softmax_and_multihead_gradients(device):
+    x = rand(2, 4, 6, device=device, grad=True)
+    mask = torch.tensor([True, True, False, True, False, True], device=device)
+    assert torch.autograd.gradcheck(lambda x: att.softmax(x, temperature=0.7, mask=mask), (x,))
+    ws = [rand(6, 6, device=device, grad=True) for _ in range(4)]
+    assert torch.autograd.gradcheck(lambda x, *ws: att.multi_head_attention(x, x, *ws, 3, causal=True)[0], (x, *ws))
+
+
+def test_cpu_and_cuda_agree():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    q, k, v = rand(2, 7, 16), rand(2, 9, 16), rand(2, 9, 8)
+    mask = torch.rand(2, 7, 9) < 0.6
+    for need_weights in (True, False):
+        cpu, _ = att.scaled_dot_product_attention(q, k, v, mask=mask, causal=True, need_weights=need_weights)
+        gpu, _ = att.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), mask=mask, causal=True,
+                                                  need_weights=need_weights)
+        np.testing.assert_allclose(gpu.cpu().numpy(), cpu.numpy(), rtol=1e-10, atol=1e-12)
+
+
+test_cpu_and_cuda_agree = pytest.mark.cuda(test_cpu_and_cuda_agree)
