@@ -1,0 +1,517 @@
+"""Helpers for the visible and hidden test cells of the course's nbgrader assignments.
+
+A test cell builds one :class:`Checks` collector, runs the student's function
+through it, records several checks and ends with ``checks.score()``::
+
+    from attnlib.grading import Checks
+    checks = Checks(points=3, forbid="softmax")
+    out = checks.call(softmax_stable, x, axis=0)
+    checks.close(out, expected, "axis=0 时的结果")
+    checks.score()          # last expression: nbgrader reads it as partial credit
+
+Why each piece exists (nbgrader 0.9 behaviour):
+
+* a test cell's ``execute_result`` that parses as a number is its score, so
+  ``score()`` returns ``points * passed / total`` instead of raising;
+* any ``stderr`` output (a warning!) in a test cell zeroes it, so the student's
+  code runs inside :func:`capture_stderr`, and the checks themselves never warn;
+* a student's function must not just call the attnlib reference: while it runs,
+  :func:`forbid_reference` turns the reference functions into tripwires, and
+  :func:`uses_reference` inspects the function's code for the same names.
+
+Messages are Chinese (learners read them); code and docstrings are English.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import importlib
+import inspect
+import io
+import os
+import sys
+import tempfile
+import types
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "FAILED", "Captured", "Checks", "ReferenceCallError", "capture_stderr", "forbid_reference",
+    "quiet_call", "reference_functions", "show", "uses_reference",
+]
+
+_BACKENDS = ("attnlib.numpy", "attnlib.torch")
+
+
+class _NoResult:
+    """The result of a call that raised: every check on it fails."""
+
+    def __repr__(self):
+        return "<无结果>"
+
+
+FAILED = _NoResult()
+
+
+class ReferenceCallError(RuntimeError):
+    """Raised by a tripwire when graded code calls an attnlib reference function."""
+
+
+# --------------------------------------------------------------------------- stderr
+
+@dataclass
+class Captured:
+    """What a quiet call produced.
+
+    Attributes
+    ----------
+    result : object
+        The return value, or :data:`FAILED` when the call raised.
+    error : Exception or None
+        The exception the call raised.
+    stderr : str
+        What was written to stderr during the call (the first 10,000 characters).
+    warnings : list of warnings.WarningMessage
+        The warnings raised during the call (the first 50); none of them was printed.
+    """
+
+    result: object = FAILED
+    error: Exception | None = None
+    stderr: str = ""
+    warnings: list = field(default_factory=list)
+
+
+_KEEP_CHARS = 10_000
+_KEEP_WARNINGS = 50
+
+
+class _Sink(io.TextIOBase):
+    """A text stream that keeps only the first ``_KEEP_CHARS`` characters (an endless loop may write forever)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts: list[str] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        if self.size < _KEEP_CHARS:
+            self.parts.append(text[: _KEEP_CHARS - self.size])
+        self.size += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+@contextlib.contextmanager
+def capture_stderr():
+    """Swallow everything written to stderr inside the block, and every warning.
+
+    Covers ``warnings.warn`` (and NumPy's RuntimeWarnings), ``sys.stderr.write``,
+    ``print(..., file=sys.stderr)``, ``logging``, a handler holding the old
+    ``sys.stderr`` object, and writes to file descriptor 2 (C code,
+    ``sys.__stderr__``).  Only the first few thousand characters and the first
+    50 warnings are kept.
+
+    Yields
+    ------
+    Captured
+        Filled in when the block ends: ``stderr`` text and ``warnings`` list.
+    """
+    captured = Captured(result=None)
+    sink = _Sink()
+    caught: list = []
+
+    def keep(message, category, filename, lineno, file=None, line=None):
+        if len(caught) < _KEEP_WARNINGS:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+
+    held = sys.stderr
+    with warnings.catch_warnings(), _capture_fd2() as fd_text, _patched_write(held, sink), \
+            contextlib.redirect_stderr(sink):
+        warnings.simplefilter("always")
+        warnings.showwarning = keep
+        yield captured
+    captured.warnings = caught
+    captured.stderr = sink.getvalue() + fd_text.getvalue()
+
+
+@contextlib.contextmanager
+def _patched_write(stream, sink: _Sink):
+    """Route ``stream.write`` into ``sink`` when the stream allows it (best effort)."""
+    try:
+        stream.write = sink.write
+    except (AttributeError, TypeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(AttributeError, TypeError):
+            del stream.write
+
+
+@contextlib.contextmanager
+def _capture_fd2():
+    """Point file descriptor 2 at a temporary file; yield a StringIO filled afterwards."""
+    text = io.StringIO()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield text
+        return
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        _flush_stderr()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield text
+        finally:
+            _flush_stderr()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text.write(tmp.read(_KEEP_CHARS).decode("utf-8", "replace"))
+
+
+def _flush_stderr() -> None:
+    with contextlib.suppress(Exception):
+        if sys.__stderr__ is not None:
+            sys.__stderr__.flush()
+
+
+def quiet_call(func, *args, **kwargs) -> Captured:
+    """Call ``func(*args, **kwargs)`` with stderr and warnings captured.
+
+    An ``Exception`` is caught and returned in ``error``; ``KeyboardInterrupt``
+    (nbgrader's per-cell timeout) and other ``BaseException`` pass through.
+
+    Returns
+    -------
+    Captured
+    """
+    with capture_stderr() as captured:
+        try:
+            captured.result = func(*args, **kwargs)
+        except Exception as exc:  # the student's bug is reported, not raised
+            captured.result, captured.error = FAILED, exc
+    return captured
+
+
+# --------------------------------------------------------------------------- reference guard
+
+def reference_functions(name: str) -> list:
+    """The attnlib reference implementation of ``name``, in every loaded backend.
+
+    For each backend already imported (``attnlib.numpy`` always; ``attnlib.torch``
+    only if loaded, so grading never pays for importing torch), this is the
+    public function plus every function defined in the same module (its private
+    helpers, e.g. ``softmax_``).
+
+    Parameters
+    ----------
+    name : str
+        Public attnlib function name, e.g. ``"softmax"``.
+
+    Returns
+    -------
+    list of function
+    """
+    importlib.import_module(_BACKENDS[0])
+    found = []
+    for backend in _BACKENDS:
+        module = sys.modules.get(backend)
+        func = getattr(module, name, None) if module is not None else None
+        if not inspect.isfunction(func):
+            continue
+        home = sys.modules[func.__module__]
+        found += [f for f in vars(home).values() if inspect.isfunction(f) and f.__module__ == home.__name__]
+    if not found:
+        raise ValueError(f"attnlib 中没有名为 {name!r} 的参考函数 (no attnlib reference function {name!r})。")
+    return found
+
+
+def _tripwire(*args, **kwargs):
+    """Replacement body of a forbidden reference function: record and refuse."""
+    grading = __import__("attnlib.grading", fromlist=["ReferenceCallError"])
+    grading._TRIPPED.append(True)
+    raise grading.ReferenceCallError("调用了 attnlib 的参考实现 (called the attnlib reference)")
+
+
+_TRIPPED: list = []
+
+
+@contextlib.contextmanager
+def forbid_reference(functions):
+    """Turn ``functions`` into tripwires inside the block.
+
+    The code object of each function is swapped, so the trap fires however the
+    student bound the name (``anp.softmax``, ``from attnlib.numpy import
+    softmax``, an alias, a helper of theirs).
+
+    Parameters
+    ----------
+    functions : iterable of function
+
+    Yields
+    ------
+    list
+        Non-empty after the block if any tripwire fired (even if the student
+        caught the exception).
+    """
+    saved = [(f, f.__code__) for f in functions]
+    fired: list = []
+    _TRIPPED.clear()
+    try:
+        for func, _ in saved:
+            func.__code__ = _tripwire.__code__
+        yield fired
+    finally:
+        for func, code in saved:
+            func.__code__ = code
+        fired.extend(_TRIPPED)
+        _TRIPPED.clear()
+
+
+def uses_reference(func, name: str) -> bool:
+    """Whether ``func``'s own code refers to attnlib's ``name`` (a static check).
+
+    True when the code (nested functions included) loads a global that is one
+    of :func:`reference_functions`, or reaches an attnlib module (a global bound
+    to one, or an ``import`` inside the function) and takes an attribute or
+    imports a name called ``name`` from it.  A student's own helper that
+    happens to be called ``softmax`` is not flagged.
+
+    Parameters
+    ----------
+    func : callable
+    name : str
+
+    Returns
+    -------
+    bool
+    """
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    scope = getattr(func, "__globals__", {})
+    refs = {id(f) for f in reference_functions(name)}
+    reaches_attnlib = named = False
+    for ins in _instructions(code):
+        value = scope.get(ins.argval) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") else None
+        if value is not None and id(value) in refs:
+            return True
+        if isinstance(value, types.ModuleType) and value.__name__.startswith("attnlib"):
+            reaches_attnlib = True
+        if ins.opname == "IMPORT_NAME" and str(ins.argval).startswith("attnlib"):
+            reaches_attnlib = True
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and ins.argval == name:
+            named = True
+    return reaches_attnlib and named
+
+
+def _instructions(code: types.CodeType):
+    """Bytecode instructions of ``code`` and of every function or class nested in it."""
+    yield from dis.get_instructions(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _instructions(const)
+
+
+# --------------------------------------------------------------------------- checks
+
+def show(value, limit: int = 300) -> str:
+    """A short, readable rendering of a value for a message."""
+    if value is FAILED:
+        return repr(value)
+    array = _as_array(value)
+    if isinstance(array, np.ndarray) and array.ndim == 0:
+        text = repr(array.item())
+    elif isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
+        text = np.array2string(array, precision=6, threshold=30, max_line_width=100)
+        if array.ndim > 1:
+            text = f"{text}（形状 {array.shape}）"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def _as_array(value):
+    """``value`` as a NumPy array when it is array-like (torch tensors included), else unchanged."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (np.ndarray, np.generic, list, tuple, int, float)) and not isinstance(value, bool):
+        try:
+            return np.asarray(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, NotImplementedError):
+        return "函数还没有实现（NotImplementedError）：请先完成上面的代码单元"
+    if isinstance(exc, ReferenceCallError):
+        return "函数调用了 attnlib 的参考实现；本题要求你自己实现"
+    return f"调用时抛出了异常 {type(exc).__name__}: {exc}"
+
+
+class Checks:
+    """Collect several checks in one test cell and turn them into partial credit.
+
+    Parameters
+    ----------
+    points : float
+        The cell's points in nbgrader (``score()`` never returns more).
+    forbid : str or sequence of str, optional
+        attnlib function names the student's code must not call
+        (see :func:`reference_functions`).
+    title : str, optional
+        Printed before the first message.
+    """
+
+    def __init__(self, points: float, *, forbid=(), title: str = ""):
+        if not points > 0:
+            raise ValueError(f"points 必须大于 0，收到 {points!r}。")
+        self.points = float(points)
+        self.forbid = (forbid,) if isinstance(forbid, str) else tuple(forbid)
+        self.passed = 0
+        self.total = 0
+        self.messages: list[str] = []
+        if title:
+            print(title)
+
+    # -- running the student's code
+
+    def call(self, func, *args, **kwargs):
+        """Run the student's ``func(*args, **kwargs)`` quietly and under the reference guard.
+
+        Returns
+        -------
+        object
+            The result, or :data:`FAILED` when the call raised or used a
+            forbidden reference (a message says why; the checks on it fail).
+        """
+        captured = self._guarded(func, args, kwargs)
+        if captured.error is not None:
+            self._note(f"✗ {_call_text(func, args, kwargs)}：{_describe_error(captured.error)}")
+        return captured.result
+
+    def _guarded(self, func, args, kwargs) -> Captured:
+        name = getattr(func, "__name__", repr(func))
+        static = [n for n in self.forbid if uses_reference(func, n)]
+        if static:
+            error = ReferenceCallError(f"{name} 用到了 attnlib 的 {', '.join(static)}")
+            return Captured(result=FAILED, error=error)
+        refs = [f for n in self.forbid for f in reference_functions(n)]
+        with forbid_reference(refs) as fired:
+            captured = quiet_call(func, *args, **kwargs)
+        if fired and not isinstance(captured.error, ReferenceCallError):
+            captured.result, captured.error = FAILED, ReferenceCallError(name)
+        return captured
+
+    # -- checks
+
+    def check(self, ok: bool, what: str, *, expected=None, got=None, hint: str = "", needs=None) -> bool:
+        """Record one check.
+
+        Parameters
+        ----------
+        ok : bool
+        what : str
+            What is checked, in Chinese (e.g. ``"每行之和为 1"``).
+        expected, got : object, optional
+            Shown in the failure message when given.
+        hint : str, optional
+            A Chinese hint added to the failure message.
+        needs : object, optional
+            A result of :meth:`call` this check depends on: when it is
+            :data:`FAILED` the check fails whatever ``ok`` says.
+        """
+        if needs is FAILED:
+            ok, hint = False, "函数调用失败（原因见上方），无法检查这一项"
+        self.total += 1
+        if ok:
+            self.passed += 1
+            self._note(f"✓ {what}")
+            return True
+        parts = [f"✗ {what}：未通过"]
+        if expected is not None or got is not None:
+            parts.append(f"\n    期望：{show(expected)}\n    实际：{show(got)}")
+        if hint:
+            parts.append(f"\n    提示：{hint}")
+        self._note("".join(parts))
+        return False
+
+    def close(self, got, expected, what: str, *, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
+        """Check that ``got`` equals the array ``expected`` within tolerances (NaN never equal)."""
+        problem = _compare(got, expected, rtol, atol)
+        if problem is None:
+            return self.check(True, what)
+        return self.check(False, what, expected=expected, got=got, hint=problem)
+
+    def raises(self, error, func, *args, what: str, **kwargs) -> bool:
+        """Check that the student's ``func(*args, **kwargs)`` raises ``error`` (an exception class)."""
+        captured = self._guarded(func, args, kwargs)
+        exc = captured.error
+        if isinstance(exc, error) and not isinstance(exc, ReferenceCallError):
+            return self.check(True, what)
+        if exc is None:
+            came = f"没有抛出异常，返回了 {show(captured.result, 120)}"
+        elif isinstance(exc, (NotImplementedError, ReferenceCallError)):
+            came = _describe_error(exc)
+        else:
+            came = f"抛出的是 {type(exc).__name__}: {exc}"
+        return self.check(False, what, hint=f"应当抛出 {error.__name__}，实际{came}")
+
+    # -- result
+
+    def score(self) -> float:
+        """Print the summary and return the points earned (``points * passed / total``)."""
+        if self.total == 0:
+            print("本单元没有任何检查。")
+            return 0.0
+        earned = self.points * self.passed / self.total
+        print(f"本单元：{self.passed}/{self.total} 项检查通过，得分 {_fmt(earned)} / {_fmt(self.points)}")
+        return earned
+
+    def _note(self, message: str) -> None:
+        self.messages.append(message)
+        print(message)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def _call_text(func, args, kwargs) -> str:
+    name = getattr(func, "__name__", "函数")
+    shown = [show(a, 60) for a in args] + [f"{k}={show(v, 60)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+def _compare(got, expected, rtol: float, atol: float) -> str | None:
+    """Why ``got`` differs from ``expected``, in Chinese, or None when they match."""
+    if got is FAILED:
+        return "没有结果可比较：函数调用失败（原因见上方）"
+    if got is None:
+        return "函数返回了 None，是否忘了写 return？"
+    want = np.asarray(expected)
+    array = _as_array(got)
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
+        return f"应返回数值数组，实际返回的是 {type(got).__name__}"
+    if array.shape != want.shape:
+        return f"形状不对：期望 {want.shape}，实际 {array.shape}"
+    with np.errstate(all="ignore"):
+        if np.isnan(array).any() and not np.isnan(want).any():
+            return "结果中出现了 NaN（数值不稳定，或 0/0）"
+        if np.allclose(array, want, rtol=rtol, atol=atol):
+            return None
+        worst = float(np.max(np.abs(array.astype(float) - want.astype(float))))
+    return f"数值不一致，最大绝对误差 {worst:.3g}"

@@ -1,0 +1,72 @@
+"""A throw-away nbgrader course directory that uses the repository's ``nbgrader_config.py``.
+
+Both ``scripts/release.py`` and ``scripts/grade_samples.py`` run nbgrader in one
+of these, so no gradebook, log or per-class folder ever lands in the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SOLUTIONS = REPO / "solutions"
+RELEASE = REPO / "notebooks"
+
+
+class NbgraderError(RuntimeError):
+    """An nbgrader command failed; the message holds the tail of its log."""
+
+
+def assignments(source: pathlib.Path = SOLUTIONS) -> list[str]:
+    """Every assignment id under ``source``: a folder holding at least one notebook."""
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+class Course:
+    """A temporary nbgrader course rooted at ``root`` (which must exist and should be empty).
+
+    Parameters
+    ----------
+    root : path
+    overrides : dict, optional
+        Extra config lines, e.g. ``{"Execute.timeout": 5}``.
+    """
+
+    def __init__(self, root, overrides: dict | None = None):
+        self.root = pathlib.Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "c = get_config()  # noqa: F821",
+            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821",
+            f"c.CourseDirectory.root = {str(self.root)!r}",
+            f"c.CourseDirectory.db_url = {'sqlite:///' + str(self.root / 'gradebook.db')!r}",
+            f"c.Exchange.root = {str(self.root / 'exchange')!r}",
+        ]
+        for key, value in (overrides or {}).items():
+            lines.append(f"c.{key} = {value!r}")
+        (self.root / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def add_sources(self, names=None, source: pathlib.Path = SOLUTIONS) -> list[str]:
+        """Copy assignment folders from ``source`` into the course's ``solutions/``; return their ids."""
+        names = assignments(source) if names is None else list(names)
+        for name in names:
+            shutil.copytree(source / name, self.root / "solutions" / name, dirs_exist_ok=True)
+        return names
+
+    def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``nbgrader ARGS`` in the course directory with this environment's Python."""
+        # nbgrader runs the ``alembic`` console script by name: put this environment's bin/ first.
+        env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
+                                                     os.environ.get("PATH", "")]))
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=env,
+                              capture_output=True, text=True, check=False)
+        if check and proc.returncode != 0:
+            raise NbgraderError(f"nbgrader {' '.join(args)} 失败 (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        return proc
+
+    def path(self, *parts: str) -> pathlib.Path:
+        return self.root.joinpath(*parts)

@@ -1,0 +1,53 @@
+"""nbgrader 0.9 configuration of the course (run ``nbgrader`` from the repository root).
+
+Instructor sources live in ``solutions/<assignment>/``, generated student
+versions in ``notebooks/<assignment>/`` (``make release``).  Everything nbgrader
+writes per class -- ``submitted/``, ``autograded/``, ``feedback/``,
+``gradebook.db``, ``.nbgrader.log`` -- lands in nbgrader's default places under
+the root, which git ignores; ``make grade`` and the tests use a temporary
+course directory instead.  The exchange is ``$NBGRADER_EXCHANGE`` or
+nbgrader's default ``/srv/nbgrader/exchange``.
+"""
+
+import os
+import sys
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from grading.nbgrader_feedback import TEMPLATE_NAME, TEMPLATES, HideTestTracebacks, offline_mathjax  # noqa: E402
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+# --- the course and its directories
+c.CourseDirectory.course_id = "attention-zh"
+c.CourseDirectory.root = ROOT
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
+
+# --- student versions: Chinese stub for written answers; code stubs keep nbgrader's "# YOUR CODE HERE"
+c.ClearSolutions.text_stub = "请在这里写下你的回答。"
+
+# --- autograding: every cell gets at most 20 s; a cell that runs longer is interrupted,
+# scores 0, and the rest of the notebook is still executed and graded.
+c.Execute.timeout = 20
+c.Execute.interrupt_on_timeout = True
+c.Execute.error_on_timeout = {
+    "ename": "CellTimeoutError",
+    "evalue": "该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。",
+    "traceback": ["CellTimeoutError: 该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。"],
+}
+
+# --- feedback: no hidden test source, no traceback quoting it, no remote scripts
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, HideTestTracebacks, CSSHTMLHeaderPreprocessor]
+c.HTMLExporter.template_name = TEMPLATE_NAME
+c.HTMLExporter.extra_template_basedirs = [
+    str(TEMPLATES),
+    os.path.join(os.path.dirname(sys.modules["nbgrader"].__file__), "server_extensions", "formgrader", "templates"),
+]
+c.HTMLExporter.filters = {"offline_mathjax": offline_mathjax}

@@ -1,0 +1,136 @@
+"""The instructor's chain on the kept sample submissions: exact scores, safe offline feedback."""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import pathlib
+import re
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ASSIGNMENT = "ch05-softmax"
+SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+
+pytestmark = pytest.mark.grading
+
+spec = importlib.util.spec_from_file_location("grade_samples", REPO / "scripts" / "grade_samples.py")
+grade_samples = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = grade_samples  # dataclasses look their module up while the class is built
+spec.loader.exec_module(grade_samples)
+
+STABLE, TEMPERATURE, MASKED, WRITTEN = (
+    "test_softmax_stable", "test_softmax_temperature", "test_masked_softmax", "written_shift")
+
+# The intended score of every graded cell, (score, max). None = written answer waiting for a human.
+# partial: 6 of 8 checks of exercise 1 (no max shift: [1000, 1000] and ±1e4 overflow) -> 3 * 6/8;
+#          4 of 7 of exercise 2 (no ValueError for T <= 0, T=1e-3 overflows)      -> 2 * 4/7;
+#          4 of 7 of exercise 3 (fully masked slices become NaN)                  -> 3 * 4/7.
+# crash:   exercise 1's cell raises ImportError, so softmax_stable never exists: its test cell errors (0);
+#          exercise 2 only passes its two ValueError checks (2 * 2/7); exercise 3 is right.
+# endless: exercise 3 loops forever on a fully masked row: interrupted at the timeout, 0; the rest full.
+# noisy:   right answers that warn and write to stderr everywhere: full marks.
+# cheat:   calls attnlib's softmax (aliased, through the module, through a helper): 0 everywhere.
+# blank:   the release notebook untouched: 0 everywhere, the written answer too.
+EXPECTED = {
+    "blank": {STABLE: (0.0, 3.0), TEMPERATURE: (0.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (0.0, 2.0)},
+    "correct": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
+    "partial": {STABLE: (2.25, 3.0), TEMPERATURE: (1.1428571428571428, 2.0), MASKED: (1.7142857142857142, 3.0),
+                WRITTEN: (None, 2.0)},
+    "crash": {STABLE: (0.0, 3.0), TEMPERATURE: (0.5714285714285714, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
+    "endless": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (None, 2.0)},
+    "noisy": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
+    "cheat": {STABLE: (0.0, 3.0), TEMPERATURE: (0.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (None, 2.0)},
+}
+TOTALS = {"blank": 0.0, "correct": 8.0, "partial": 5.107142857142857, "crash": 3.571428571428571,
+          "endless": 5.0, "noisy": 8.0, "cheat": 0.0}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The whole chain, once, with a 5 s per-cell timeout so the endless sample costs little."""
+    return grade_samples.run_chain(tmp_path_factory.mktemp("course"), [ASSIGNMENT], timeout=5)
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_each_sample_gets_exactly_the_intended_scores(report, student):
+    result = report.result(ASSIGNMENT, student)
+    assert set(result.cells) == set(EXPECTED[student])
+    for cell, (score, max_score) in EXPECTED[student].items():
+        got, got_max = result.cells[cell]
+        assert got_max == max_score
+        assert (got is None) if score is None else got == pytest.approx(score, abs=1e-9), (cell, got)
+    assert result.score == pytest.approx(TOTALS[student], abs=1e-9)
+    assert result.max_score == 10.0
+
+
+def test_the_broken_file_is_skipped_and_the_gradebook_stays_usable(report):
+    assert report.ungraded == {ASSIGNMENT: ["broken_json"]}
+    assert sorted(r.student for r in report.results) == sorted(EXPECTED)
+    with pytest.raises(KeyError):
+        report.result(ASSIGNMENT, "broken_json")
+
+
+def test_the_csv_export_has_every_total(report):
+    rows = {row["student_id"]: row for row in report.csv_rows if row["assignment"] == ASSIGNMENT}
+    for student, total in TOTALS.items():
+        assert float(rows[student]["score"]) == pytest.approx(total, abs=1e-9)
+        assert float(rows[student]["max_score"]) == 10.0
+
+
+def test_the_table_lists_every_student(report):
+    table = grade_samples.format_table(report.results, report.ungraded)
+    assert "partial" in table and "2.25/3" in table and "1.71/3" in table
+    assert "broken_json" in table and "无法评分" in table
+    assert "待批改/2" in table
+
+
+def _page_text(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _hidden_lines() -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(SOURCE, as_version=4)
+    lines = []
+    for cell in nb.cells:
+        block = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+        if block:
+            lines += [line.strip() for line in block.group(1).splitlines() if len(line.strip()) > 12]
+    return lines
+
+
+def test_feedback_never_shows_hidden_test_source(report):
+    hidden = _hidden_lines()
+    assert len(hidden) > 10
+    for student in EXPECTED:
+        (page,) = report.feedback(ASSIGNMENT, student)
+        raw = page.read_text(encoding="utf-8")
+        text = _page_text(raw)
+        assert "checks.score()" in text  # the visible test source is there, so the search below can see code
+        assert "HIDDEN TESTS" not in text
+        assert not [line for line in hidden if line in text], student
+
+
+def test_feedback_loads_nothing_from_the_network_and_bundles_mathjax(report):
+    remote = re.compile(r"""<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*["']?(https?:)?//""", re.I)
+    for student in EXPECTED:
+        (page,) = report.feedback(ASSIGNMENT, student)
+        raw = page.read_text(encoding="utf-8")
+        assert not remote.search(raw), student
+        assert not re.search(r"@import\s+url\(\s*[\"']?(https?:)?//", raw)
+        assert "cdnjs.cloudflare.com" not in raw
+        assert "window.MathJax" in raw and "MathJax" in raw.split("window.MathJax", 1)[1][:3_000_000]
+
+
+def test_feedback_explains_the_timeout_and_each_failed_check_in_chinese(report):
+    (endless,) = report.feedback(ASSIGNMENT, "endless")
+    assert "该单元运行超过时间限制" in _page_text(endless.read_text(encoding="utf-8"))
+    (partial,) = report.feedback(ASSIGNMENT, "partial")
+    text = _page_text(partial.read_text(encoding="utf-8"))
+    assert "很大的分数 [1000, 1000] 不溢出：未通过" in text and "期望" in text and "实际" in text
+    (cheat,) = report.feedback(ASSIGNMENT, "cheat")
+    assert "attnlib 的参考实现" in _page_text(cheat.read_text(encoding="utf-8"))

@@ -1,0 +1,142 @@
+"""The student notebooks: generated from solutions/, leak nothing, and fail every test when blank."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SOLUTIONS = REPO / "solutions"
+RELEASE = REPO / "notebooks"
+
+pytestmark = pytest.mark.grading
+
+
+def _load(name: str, path: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+release = _load("release_script", REPO / "scripts" / "release.py")
+ASSIGNMENTS = release.assignments()
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n(.*?)^[ \t]*### END HIDDEN TESTS", re.S | re.M)
+SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.S | re.M)
+
+
+def notebooks(folder: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(folder.glob("*/*.ipynb"))
+
+
+def nbgrader_meta(cell) -> dict:
+    return dict(cell.get("metadata", {}).get("nbgrader", {}))
+
+
+def released_text(path: pathlib.Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return "\n".join(cell.source for cell in nb.cells)
+
+
+def nbgrader_cli(*args: str) -> str:
+    env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]))
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory) -> pathlib.Path:
+    """A fresh generation of every assignment, in a temporary folder."""
+    out = tmp_path_factory.mktemp("release")
+    assert release.generate(out) == ASSIGNMENTS
+    return out
+
+
+def test_there_is_a_release_for_every_source_and_nothing_else():
+    assert "ch05-softmax" in ASSIGNMENTS
+    assert sorted(p.name for p in RELEASE.iterdir() if p.is_dir()) == ASSIGNMENTS
+
+
+def test_committed_release_equals_a_fresh_generation(fresh):
+    for name in ASSIGNMENTS:
+        committed = sorted(p.relative_to(RELEASE / name) for p in (RELEASE / name).rglob("*") if p.is_file())
+        generated = sorted(p.relative_to(fresh / name) for p in (fresh / name).rglob("*") if p.is_file())
+        assert committed == generated, f"{name}: 文件列表不同，请运行 make release"
+        for path in notebooks(RELEASE):
+            if path.parent.name != name:
+                continue
+            ours = nbformat.read(path, as_version=4)
+            theirs = nbformat.read(fresh / name / path.name, as_version=4)
+            assert ours.metadata.get("kernelspec") == theirs.metadata.get("kernelspec")
+            assert len(ours.cells) == len(theirs.cells), f"{path}: 单元数不同，请运行 make release"
+            for a, b in zip(ours.cells, theirs.cells, strict=True):
+                assert (a.cell_type, a.source, nbgrader_meta(a)) == (b.cell_type, b.source, nbgrader_meta(b)), \
+                    f"{path}: 单元 {nbgrader_meta(a).get('grade_id', a.get('id'))} 与新生成的不同，请运行 make release"
+
+
+def test_release_notebooks_hold_no_solution_and_no_hidden_test():
+    for path in notebooks(RELEASE):
+        text = released_text(path)
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+            assert marker not in text, f"{path} 含有 {marker}"
+        assert not any(cell.outputs for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+
+
+def _secrets(source: str, region: re.Pattern, visible: str) -> set[str]:
+    """Distinctive lines, long numbers and string literals of the regions, absent from ``visible``."""
+    found = set()
+    for block in region.findall(source):
+        found |= {line.strip() for line in block.splitlines() if len(line.strip()) >= 25}
+        found |= set(re.findall(r"\d+\.\d{4,}", block))
+        found |= {a or b for a, b in re.findall(r'"([^"\\\n]{6,})"|\'([^\'\\\n]{6,})\'', block)}
+    return {s for s in found if s not in visible}
+
+
+def test_release_notebooks_leak_no_hidden_value_or_solution_line():
+    for path in notebooks(SOLUTIONS):
+        source = released_text(path)
+        visible = HIDDEN.sub("", SOLUTION.sub("", source))
+        secrets = _secrets(source, HIDDEN, visible) | _secrets(source, SOLUTION, visible)
+        if path.parent.name == "ch05-softmax":  # the check really looks: the pilot has hidden literals
+            assert "0.8807970779778823" in secrets
+        released = released_text(RELEASE / path.parent.name / path.name)
+        leaked = sorted(s for s in secrets if s in released)
+        assert not leaked, f"{path.parent.name} 的学生版泄露了：{leaked[:5]}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_source_notebook_passes_nbgrader_validate(name):
+    paths = sorted((SOLUTIONS / name).glob("*.ipynb"))
+    out = nbgrader_cli("validate", *map(str, paths))
+    assert out.count("Success! Your notebook passes all the tests.") == len(paths), out[-3000:]
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_release_notebook_fails_every_graded_test(name):
+    paths = sorted((RELEASE / name).glob("*.ipynb"))
+    out = nbgrader_cli("validate", "--invert", *map(str, paths))
+    assert out.count("Success! The notebook does not pass any tests.") == len(paths), out[-3000:]
+
+
+def test_every_test_cell_states_its_points_and_checks_them_with_the_helpers():
+    pilot = nbformat.read(SOLUTIONS / "ch05-softmax" / "ch05-softmax.ipynb", as_version=4)
+    tests = [c for c in pilot.cells if nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")]
+    assert len(tests) >= 3
+    for cell in tests:
+        points = nbgrader_meta(cell)["points"]
+        assert f"Checks(points={points}," in cell.source  # partial credit never exceeds the cell's points
+        assert cell.source.rstrip().endswith("checks.score()")
+        assert "### BEGIN HIDDEN TESTS" in cell.source
+        assert 'forbid="softmax"' in cell.source
+    written = [c for c in pilot.cells if c.cell_type == "markdown" and nbgrader_meta(c).get("grade")]
+    assert written and all(nbgrader_meta(c).get("solution") for c in written)
