@@ -1,0 +1,414 @@
+"""The Jupyter Book: builds with -W, offline, Chinese search and figures, cached execution, exercises shown.
+
+The whole book is built once per test session into a temporary directory
+(``built_book()``, shared with tests/test_browser.py); the extension tests
+build tiny Sphinx projects of their own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import html.parser
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+from pathlib import Path
+from urllib.parse import urlparse
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PILOT = "ch05-softmax"
+RELEASE_NB = ROOT / "notebooks" / PILOT / f"{PILOT}.ipynb"
+
+pytestmark = pytest.mark.book
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+build_book = _load("build_book", ROOT / "scripts" / "build_book.py")
+exercises_ext = _load("exercises_ext", ROOT / "book" / "_ext" / "exercises.py")
+
+
+@functools.cache
+def built_book():
+    """Build the real book once per process into a temporary directory; return the BuildResult."""
+    out = Path(tempfile.mkdtemp(prefix="attn-book-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    return build_book.build(out, capture=True)
+
+
+def _tail(log: str | None, n: int = 60) -> str:
+    return "\n".join((log or "").splitlines()[-n:])
+
+
+@pytest.fixture(scope="session")
+def book():
+    result = built_book()
+    assert result.returncode == 0, f"书的构建失败 (book build failed):\n{_tail(result.log)}"
+    return result
+
+
+@pytest.fixture(scope="session")
+def pilot_html(book) -> str:
+    return (book.html_dir / "book" / f"{PILOT}.html").read_text(encoding="utf-8")
+
+
+class _AssetParser(html.parser.HTMLParser):
+    """Collects the URLs of scripts, stylesheets, fonts and images a page loads."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "embed") and a.get("src"):
+            self.loads.append(a["src"])
+        if tag == "link" and a.get("href") and set((a.get("rel") or "").split()) & {
+            "stylesheet", "preload", "modulepreload", "prefetch", "icon"}:
+            self.loads.append(a["href"])
+
+
+# ---------------------------------------------------------------- the real book
+
+
+def test_build_executes_the_pilot_and_passes_with_warnings_as_errors(book):
+    assert "Executed notebook" in book.log, "a clean build must execute the lesson"
+    assert "build succeeded." in book.log  # with -W, any warning would read "build finished with problems"
+    assert (book.html_dir / "index.html").is_file()
+    for page in ("intro", PILOT, "student-guide", "instructor-guide"):
+        assert (book.html_dir / "book" / f"{page}.html").is_file(), page
+
+
+def test_no_page_loads_anything_from_another_host(book):
+    pages = sorted(book.html_dir.rglob("*.html"))
+    assert len(pages) >= 5
+    remote = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        parser = _AssetParser()
+        parser.feed(text)
+        remote += [f"{page.name}: {url}" for url in parser.loads if urlparse(url).scheme in ("http", "https", "")
+                   and urlparse(url).netloc]
+        remote += [f"{page.name}: {m}" for m in re.findall(r"https?://[^\s\"'<>]*mathjax[^\s\"'<>]*", text, re.I)]
+    assert not remote, remote
+
+
+def test_mathjax_is_bundled_and_loaded_locally(book, pilot_html):
+    src = re.search(r'<script[^>]+src="([^"]*mathjax[^"]*)"', pilot_html)
+    assert src, "the pilot page must load MathJax"
+    local = (book.html_dir / "book" / src.group(1).split("?")[0]).resolve()
+    assert local.is_file() and local.stat().st_size > 100_000, local
+    assert (book.html_dir / "_static" / "mathjax" / "output" / "chtml" / "fonts").is_dir()
+    assert pilot_html.count(r"\(") + pilot_html.count(r"\[") >= 20, "the page should hold TeX math for MathJax"
+
+
+def _search_index(book) -> dict:
+    text = (book.html_dir / "searchindex.js").read_text(encoding="utf-8")
+    return json.loads(text[text.index("(") + 1: text.rindex(")")])
+
+
+@pytest.mark.parametrize("word", ["掩码", "注意力", "归一化", "溢出", "雅可比矩阵"])
+def test_search_index_finds_the_pilot_by_chinese_words(book, word):
+    """Sphinx files a word under ``titleterms`` for pages whose headings hold it, else under ``terms``."""
+    index = _search_index(book)
+    pilot = index["docnames"].index(f"book/{PILOT}")
+    docs = set()
+    for table in ("terms", "titleterms"):
+        hits = index[table].get(word, [])
+        docs |= set(hits if isinstance(hits, list) else [hits])
+    assert docs, f"{word!r} not in the search index (jieba installed? html_search_language: zh? user dict?)"
+    assert pilot in docs, (word, [index["docnames"][d] for d in docs])
+
+
+def test_search_language_is_chinese(book):
+    options = (book.html_dir / "_static" / "documentation_options.js").read_text(encoding="utf-8")
+    assert "LANGUAGE: 'zh-CN'" in options
+
+
+def test_title_author_footer_and_ui_are_ours_and_chinese(book, pilot_html):
+    assert '<html lang="zh-CN"' in pilot_html
+    assert "注意力机制：从原理到实现" in pilot_html
+    assert "注意力机制公开课编写组" in pilot_html
+    assert "CC BY-SA 4.0" in pilot_html
+    for default in ("Jupyter Book community", "Search this book", "Copyright 2023", "By The"):
+        assert default not in pilot_html, default
+    assert "搜索" in pilot_html and "目录" in pilot_html  # translated UI strings
+
+
+def test_pilot_page_shows_executed_figures_and_outputs(book, pilot_html):
+    assert "<h1>Softmax 归一化" in pilot_html
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', pilot_html)
+    assert len(images) >= 2, images
+    for src in images:
+        assert (book.html_dir / "book" / src).resolve().is_file(), src
+    assert "0.6857" in pilot_html, "the two-score example's computed weight should be on the page"
+    executed = nbformat.read(book.html_dir.parent / "jupyter_execute" / "book" / f"{PILOT}.ipynb", as_version=4)
+    streams = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
+    assert streams and not [o for o in streams if o.name == "stderr"]
+
+
+def test_pilot_prose_length_is_within_the_plan():
+    """1,500 to 3,500 Chinese characters of prose (code, math and front matter not counted)."""
+    text = (ROOT / "book" / f"{PILOT}.md").read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
+    han = len(re.findall(r"[\u4e00-\u9fff]", text))
+    assert 1500 <= han <= 3500, han
+
+
+def test_pilot_exercises_are_shown_with_a_download_link(book, pilot_html):
+    assert "下载本章练习笔记本" in pilot_html
+    link = re.search(r'href="([^"]*_downloads/[^"]*/' + PILOT + r'\.ipynb)"', pilot_html)
+    assert link, "download link to the release notebook"
+    copied = (book.html_dir / "book" / link.group(1)).resolve()
+    assert copied.read_bytes() == RELEASE_NB.read_bytes()
+    release = nbformat.read(RELEASE_NB, as_version=4)
+    first_code = next(c.source for c in release.cells if c.cell_type == "code" and c.source.strip())
+    first_line = first_code.strip().splitlines()[0]
+    assert html.escape(first_line, quote=False) in pilot_html or first_line.split()[0] in pilot_html
+    for marker in ("BEGIN SOLUTION", "HIDDEN TESTS"):
+        assert marker not in pilot_html
+
+
+def test_rebuild_without_change_does_nothing_and_never_executes(book):
+    out = book.html_dir.parent.parent
+    again = build_book.build(out, capture=True)
+    assert again.returncode == 0 and again.up_to_date, _tail(again.log)
+    forced = build_book.build(out, capture=True, force=True)  # Jupyter Book itself, nothing changed
+    assert forced.returncode == 0 and not forced.up_to_date, _tail(forced.log)
+    assert "Executed notebook" not in forced.log and "Executing notebook" not in forced.log
+    everything = build_book.build(out, capture=True, all_pages=True)  # every page re-read: cache hit
+    assert everything.returncode == 0, _tail(everything.log)
+    assert "Using cached notebook" in everything.log
+    assert "Executed notebook" not in everything.log
+
+
+def test_a_changed_library_reexecutes_the_lessons(book):
+    """Cached outputs were computed by attnlib: when it changes, the cache is dropped and lessons run again."""
+    out = book.html_dir.parent.parent
+    state_file = out / "_build" / build_book.STATE_FILE
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    assert set(state) == {"book", "library"}
+    state["library"] = "0" * 64  # as if attnlib had been edited since the last build
+    state_file.write_text(json.dumps(state), encoding="utf-8")
+    result = build_book.build(out, capture=True)
+    assert result.returncode == 0, _tail(result.log)
+    assert "Executed notebook" in result.log and "Using cached notebook" not in result.log
+    assert json.loads(state_file.read_text(encoding="utf-8"))["library"] != "0" * 64
+
+
+def test_inputs_digest_follows_content(tmp_path):
+    (tmp_path / "book").mkdir()
+    page = tmp_path / "book" / "a.md"
+    page.write_text("一", encoding="utf-8")
+    first = build_book.inputs_digest(tmp_path, ("book", "missing.yml"))
+    assert build_book.inputs_digest(tmp_path, ("book",)) == first
+    page.write_text("二", encoding="utf-8")
+    assert build_book.inputs_digest(tmp_path, ("book",)) != first
+
+
+def test_pilot_figures_have_no_missing_glyphs_and_use_a_cjk_font(monkeypatch):
+    """Run the lesson's code cells here, with every warning recorded, and draw every figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager
+
+    from attnlib import plots
+
+    source = (ROOT / "book" / f"{PILOT}.md").read_text(encoding="utf-8")
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", source, flags=re.S)
+    assert len(cells) >= 8
+    monkeypatch.chdir(ROOT / "book")
+    namespace: dict = {"__name__": "__lesson__"}
+    import numpy as np
+
+    with np.printoptions(), matplotlib.rc_context(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for cell in cells:
+            exec(compile(cell, PILOT, "exec"), namespace)  # noqa: S102 - our own lesson
+        figures = [plt.figure(n) for n in plt.get_fignums()]
+        for fig in figures:
+            fig.canvas.draw()
+        family = matplotlib.rcParams["font.sans-serif"][0]
+        texts = [t.get_text() for fig in figures for t in fig.findobj(matplotlib.text.Text)]
+        plt.close("all")
+    glyph_warnings = [str(w.message) for w in caught if "glyph" in str(w.message).lower()
+                      or "missing from font" in str(w.message).lower()]
+    assert not glyph_warnings, glyph_warnings
+    assert not caught, [f"{w.category.__name__}: {w.message}" for w in caught]
+    assert len(figures) >= 2
+    assert any(re.search(r"[\u4e00-\u9fff]", t) for t in texts), "the figures should carry Chinese labels"
+    assert family == plots.setup()
+    path = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+    assert plots._has_chinese_glyphs(path), (family, path)
+
+
+def test_toc_lists_only_existing_pages_in_the_planned_parts():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    planned = ["第一部分 基础", "第二部分 完整的注意力", "第三部分 效率与推理", "第四部分 应用与复盘", "附录"]
+    captions = [part["caption"] for part in toc["parts"]]
+    assert captions == [c for c in planned if c in captions], captions
+    files = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    assert len(files) == len(set(files))
+    for file in files:
+        assert (ROOT / f"{file}.md").is_file() or (ROOT / f"{file}.ipynb").is_file(), file
+    for part in toc["parts"]:
+        assert part["chapters"], f"empty part {part['caption']}"
+
+
+def test_pilot_is_in_part_one():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "第一部分 基础")
+    assert {"file": f"book/{PILOT}", "title": "5. Softmax 归一化"} in part["chapters"]
+
+
+# ------------------------------------------------- the build's own failure modes
+
+
+def _mini_book(tmp_path: Path, page: str) -> Path:
+    """A one-chapter book with the real _config.yml and extensions, whose chapter is ``page``."""
+    src = tmp_path / "src"
+    (src / "book").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", src / "_config.yml")
+    shutil.copytree(ROOT / "book" / "_ext", src / "book" / "_ext")
+    (src / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n"
+        "  - caption: 第一部分 基础\n    chapters:\n      - file: book/page\n", encoding="utf-8")
+    (src / "book" / "intro.md").write_text("# 前言\n\n测试用的书。\n", encoding="utf-8")
+    header = ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+              "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n")
+    (src / "book" / "page.md").write_text(header + textwrap.dedent(page), encoding="utf-8")
+    return src
+
+
+@pytest.mark.parametrize(("page", "expected"), [
+    ("# 坏链接\n\n见 {doc}`no-such-page`。\n", "unknown document"),
+    ("# 标准错误\n\n```{code-cell} ipython3\nimport sys\nprint('警告', file=sys.stderr)\n```\n", "stderr"),
+    ("# 报错\n\n```{code-cell} ipython3\nraise ValueError('课文出错')\n```\n", "课文出错"),
+], ids=["broken-reference", "stderr-in-a-cell", "lesson-raises"])
+def test_build_fails_on_a_warning_stderr_or_a_failing_lesson(tmp_path, page, expected):
+    src = _mini_book(tmp_path, page)
+    result = build_book.build(tmp_path / "out", source=src, capture=True)
+    assert result.returncode != 0, _tail(result.log)
+    assert expected in result.log, _tail(result.log)
+
+
+def test_build_script_refuses_without_a_cjk_font(monkeypatch):
+    monkeypatch.setattr(build_book, "cjk_fonts", lambda: [])
+    with pytest.raises(build_book.BookBuildError, match="fonts-wqy-microhei") as info:
+        build_book.ensure_cjk_font(install=False)
+    assert "中文字体" in str(info.value)
+
+
+# --------------------------------------------------- the {exercises} directive
+
+
+def _release_notebook(path: Path, extra_source: str = "") -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## 练习 1：稳定的 softmax\n\n实现 `stable_softmax(x, axis=-1)`。"),
+        nbformat.v4.new_code_cell(
+            "def stable_softmax(x, axis=-1):\n    # YOUR CODE HERE\n    raise NotImplementedError()" + extra_source,
+            metadata={"nbgrader": {"grade": False, "solution": True, "locked": False, "grade_id": "softmax",
+                                   "schema_version": 3}}),
+        nbformat.v4.new_code_cell(
+            "assert stable_softmax([0.0, 0.0]).tolist() == [0.5, 0.5]",
+            metadata={"nbgrader": {"grade": True, "solution": False, "locked": True, "points": 2,
+                                   "grade_id": "test_softmax", "schema_version": 3}}),
+        nbformat.v4.new_markdown_cell(
+            "YOUR ANSWER HERE",
+            metadata={"nbgrader": {"grade": True, "solution": True, "locked": False, "points": 1,
+                                   "grade_id": "why", "schema_version": 3}}),
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _sphinx_project(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(ROOT / "book" / "_ext")!r})
+        extensions = ["myst_parser", "exercises"]
+        language = "zh_CN"
+        exercises_dir = "released"
+        """), encoding="utf-8")
+    (src / "index.md").write_text("# 第 0 章\n\n## 练习\n\n```{exercises} demo\n```\n", encoding="utf-8")
+    return src
+
+
+def _sphinx(src: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sphinx", "-W", "-b", "html", "-q", str(src), str(out)],
+                          capture_output=True, text=True, check=False)
+
+
+def test_exercises_directive_renders_the_student_notebook(tmp_path):
+    src = _sphinx_project(tmp_path)
+    nb = _release_notebook(src / "released" / "demo" / "demo.ipynb")
+    run = _sphinx(src, tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert '<h4 class="rubric"' in page and "练习 1：稳定的 softmax</h4>" in page  # "##" heading, 2 levels down
+    assert "YOUR CODE HERE" in page and "NotImplementedError" in page
+    assert "stable_softmax" in page and "highlight-python" in page
+    assert "作答单元" in page and "测试单元（2 分）" in page and "书面作答（1 分）" in page
+    link = re.search(r'href="(_downloads/[^"]+/demo\.ipynb)"', page)
+    assert link, page
+    assert (tmp_path / "out" / link.group(1)).read_bytes() == nb.read_bytes()
+    assert (tmp_path / "out" / "_static" / "exercises.css").is_file()
+
+
+def test_exercises_directive_fails_without_the_notebook(tmp_path):
+    src = _sphinx_project(tmp_path)
+    run = _sphinx(src, tmp_path / "out")
+    assert run.returncode != 0
+    assert "找不到练习 demo 的学生版笔记本" in run.stderr and "make release" in run.stderr
+
+
+@pytest.mark.parametrize("leak", [
+    "\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION",
+    "\n### BEGIN HIDDEN TESTS\nassert True\n### END HIDDEN TESTS",
+])
+def test_exercises_directive_refuses_solutions_and_hidden_tests(tmp_path, leak):
+    src = _sphinx_project(tmp_path)
+    _release_notebook(src / "released" / "demo" / "demo.ipynb", extra_source=leak)
+    run = _sphinx(src, tmp_path / "out")
+    assert run.returncode != 0
+    assert "含有答案或隐藏测试" in run.stderr, run.stderr
+    assert not (tmp_path / "out" / "index.html").exists()
+
+
+def test_exercises_directive_refuses_a_broken_notebook(tmp_path):
+    src = _sphinx_project(tmp_path)
+    broken = src / "released" / "demo" / "demo.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"cells": [', encoding="utf-8")
+    run = _sphinx(src, tmp_path / "out")
+    assert run.returncode != 0 and "无法读取练习笔记本" in run.stderr, run.stderr
+
+
+def test_find_leaks_names_the_cells():
+    nb = {"cells": [{"source": ["x = 1\n"]}, {"source": "### BEGIN SOLUTION\n"}, {"source": "### BEGIN HIDDEN TESTS"}]}
+    assert exercises_ext.find_leaks(nb) == [(2, "BEGIN SOLUTION"), (3, "HIDDEN TESTS")]
+    assert exercises_ext.find_leaks({"cells": [{"source": "# YOUR CODE HERE"}]}) == []
