@@ -107,14 +107,10 @@ def test_causal_with_more_queries_than_keys_leaves_first_rows_empty(backend):
     np.testing.assert_allclose(w[2:].sum(-1), 1.0)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_tiles_and_threads_do_not_change_the_result(monkeypatch, workers):
-    """The result must not depend on the tile size (one, many, a ragged last tile) or the worker threads."""
+def test_tiles_do_not_change_the_result(monkeypatch):
+    """The result must not depend on the tile size (one tile, one row per tile, a ragged last tile)."""
     import attnlib.numpy.attention as attention
-    import attnlib.numpy.parallel as parallel
 
-    monkeypatch.setattr(parallel, "WORKERS", workers)
-    monkeypatch.setattr(parallel, "MIN_TILES_PER_WORKER", 1)
     rng = np.random.default_rng(4)
     q, k, v = rng.normal(size=(2, 50, 8)), rng.normal(size=(2, 40, 8)), rng.normal(size=(2, 40, 5))
     mask = rng.random((2, 50, 40)) < 0.7
@@ -127,22 +123,10 @@ def test_tiles_and_threads_do_not_change_the_result(monkeypatch, workers):
                     key = (causal, m is None, need_weights)
                     out, w = anp.scaled_dot_product_attention(q, k, v, mask=m, causal=causal, need_weights=need_weights)
                     ref_out, ref_w = expected.setdefault(key, (out, w))
-                    np.testing.assert_array_equal(out, ref_out)
-                    np.testing.assert_array_equal(w, ref_w)
+                    np.testing.assert_allclose(out, ref_out, rtol=1e-13, atol=1e-15)
+                    if need_weights:
+                        np.testing.assert_allclose(w, ref_w, rtol=1e-13, atol=1e-15)
     assert expected[(True, False, True)][1][0, 0, 1:].sum() == 0, "causal first row sees only key 0"
-
-
-def test_row_chunks_cover_every_row_once(monkeypatch):
-    import attnlib.numpy.parallel as parallel
-
-    for workers in (1, 2, 5):
-        monkeypatch.setattr(parallel, "WORKERS", workers)
-        for n_rows, step in [(0, 16), (10, 16), (100, 16), (1000, 7), (4096, 128)]:
-            parts = parallel.chunks(n_rows, step)
-            covered = [i for p in parts for i in range(p.start, p.stop)]
-            assert covered == list(range(n_rows))
-            assert len(parts) <= workers
-            assert all((p.stop - p.start) % step == 0 for p in parts[:-1])
 
 
 def test_attention_scores_and_projection(backend):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnlib import numpy as anp
-from attnlib.numpy import attention, parallel
+from attnlib.numpy import attention
 
 
 def peak_bytes(fn) -> int:
@@ -35,10 +35,9 @@ def test_peak_memory_is_one_score_buffer(dtype, causal):
     item = np.dtype(dtype).itemsize
     scores, io = n * n * item, n * d * item
     tile = attention.TILE_ELEMENTS * item
-    workers = len(parallel.chunks(n, attention.tile_rows(n, n, 1)))  # each worker has its own tile
     with_weights = peak_bytes(lambda: anp.scaled_dot_product_attention(q, k, v, causal=causal))
     # The weights (the one n x n buffer), the output, the scaled copy of q, and tile-sized temporaries.
-    assert with_weights <= scores + 2 * io + 2 * workers * tile, (with_weights, scores)
+    assert with_weights <= scores + 2 * io + 2 * tile, (with_weights, scores)
     without = peak_bytes(lambda: anp.scaled_dot_product_attention(q, k, v, causal=causal, need_weights=False))
-    assert without <= 2 * io + 3 * workers * tile, (without, scores)
+    assert without <= 2 * io + 3 * tile, (without, scores)
     assert without < scores / 2, "need_weights=False must never hold the full score matrix"

@@ -89,3 +89,26 @@ def test_cpu_and_cuda_agree():
 
 
 test_cpu_and_cuda_agree = pytest.mark.cuda(test_cpu_and_cuda_agree)
+
+
+def test_weights_without_autograd_equal_weights_with_it():
+    """Without autograd the weights overwrite the scores in place; the numbers must not change."""
+    q, k, v = rand(2, 5, 4, grad=True), rand(2, 6, 4), rand(2, 6, 3)
+    mask = torch.rand(2, 5, 6) < 0.6
+    mask[1, 2] = False
+    out, w = att.scaled_dot_product_attention(q, k, v, mask=mask, causal=True)
+    with torch.no_grad():
+        out2, w2 = att.scaled_dot_product_attention(q, k, v, mask=mask, causal=True)
+    torch.testing.assert_close(out2, out.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(w2, w.detach(), rtol=0, atol=0)
+    assert (w2[1, 2] == 0).all() and w.requires_grad and not w2.requires_grad
+
+
+def test_finite_check_is_exact():
+    from attnlib.torch._tensors import all_finite
+
+    big = torch.full((8,), 3e38, dtype=torch.float32)  # finite, but its sum overflows
+    assert all_finite(big)
+    assert not all_finite(torch.tensor([1.0, float("nan")]))
+    assert not all_finite(torch.tensor([float("inf"), -float("inf")]))
+    assert all_finite(torch.zeros(0))

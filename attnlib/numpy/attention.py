@@ -17,13 +17,11 @@ n_q x n_k array.  This one gives the same numbers with less work:
 * the softmax denominator comes out of the second matrix product: a column
   of ones appended to v gives ``sum_j exp(s_ij)`` as one more output column,
   so the weights are normalised once, after the product, or never when only
-  the output is needed;
-* both cores for the exponentials: BLAS already spreads each matrix product
-  over the cores, but NumPy's ``exp`` runs on one.  Large inputs are split
-  into a few contiguous groups of query rows handled by worker threads
-  (NumPy releases the GIL inside ufuncs), each with single-threaded BLAS
-  (see ``parallel.py``).  Every row is computed by the same code whatever
-  the split, so the results do not depend on it.
+  the output is needed.
+
+What is left is one ``exp`` per score, which NumPy computes on one core; on
+some CPUs that pass alone costs as much as both matrix products (``make bench``
+prints it as the floor).
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ import math
 import numpy as np
 
 from .. import _checks
-from . import parallel
 from ._arrays import as_float_arrays, as_mask
 from .masks import causal_rows
 from .softmax import exp_shifted_, safe_reciprocal
@@ -78,23 +75,18 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weigh
     out = np.empty(batch + (n_q, v.shape[-1]), dtype=q.dtype)  # (..., n_q, d_v)
     weights = np.empty(batch + (n_q, n_k), dtype=q.dtype) if need_weights else None
     step = tile_rows(n_q, n_k, math.prod(batch))
-
-    def attend(chunk: slice) -> None:
-        """Queries ``chunk``, one tile of ``step`` rows at a time (one worker thread)."""
-        tile = None if need_weights else np.empty(batch + (step, n_k), dtype=q.dtype)
-        for start in range(chunk.start, chunk.stop, step):
-            rows = slice(start, min(start + step, chunk.stop))
-            s = weights[..., rows, :] if need_weights else tile[..., : rows.stop - start, :]
-            np.matmul(q[..., rows, :], k_t, out=s)  # (..., rows, n_k) scaled scores
-            row_bound = None if bound is None else bound[..., rows, :]
-            exp_shifted_(s, tile_mask(mask, causal, rows, n_q, n_k), bound=row_bound)
-            summed = s @ v_ones  # (..., rows, d_v + 1): unnormalised output | row sums
-            recip = safe_reciprocal(summed[..., -1:])  # 0 for a fully masked row
-            np.multiply(summed[..., :-1], recip, out=out[..., rows, :])
-            if need_weights:
-                np.multiply(s, recip, out=s)
-
-    parallel.run(attend, parallel.chunks(n_q, step))
+    tile = None if need_weights else np.empty(batch + (step, n_k), dtype=q.dtype)
+    for start in range(0, n_q, step):
+        rows = slice(start, min(start + step, n_q))
+        s = weights[..., rows, :] if need_weights else tile[..., : rows.stop - start, :]
+        np.matmul(q[..., rows, :], k_t, out=s)  # (..., rows, n_k) scaled scores
+        row_bound = None if bound is None else bound[..., rows, :]
+        exp_shifted_(s, tile_mask(mask, causal, rows, n_q, n_k), bound=row_bound)
+        summed = s @ v_ones  # (..., rows, d_v + 1): unnormalised output | row sums
+        recip = safe_reciprocal(summed[..., -1:])  # 0 for a fully masked row
+        np.multiply(summed[..., :-1], recip, out=out[..., rows, :])
+        if need_weights:
+            np.multiply(s, recip, out=s)
     return out, weights
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import _checks
@@ -32,10 +34,19 @@ def as_float_tensors(**named) -> list[torch.Tensor]:
         listing = ", ".join(f"{n}.device={d}" for n, d in devices.items())
         raise ValueError(f"输入不在同一设备上 (device mismatch): {listing}。")
     for name, t in tensors.items():
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise ValueError(f"{name} 含有 NaN 或 inf (non-finite values in {name})；"
                              f"若想屏蔽某些位置，请使用布尔 mask。")
     return list(tensors.values())
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """True if no entry is NaN or inf.
+
+    One cheap reduction first: a sum is finite only if every entry is (it may
+    also overflow, so a non-finite sum is confirmed entry by entry).
+    """
+    return math.isfinite(float(t.detach().sum())) or bool(torch.isfinite(t).all())
 
 
 def as_mask(mask, target: tuple, device: torch.device, what: str = "注意力分数") -> torch.Tensor:

@@ -53,7 +53,9 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weigh
     scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.mT  # (..., n_q, n_k)
     if allowed is not None:
         scores.masked_fill_(~allowed, float("-inf"))  # in place: the product is a fresh tensor
-    weights = softmax_masked(scores, -1, allowed)
+    # Without autograd the weights may overwrite the scores: one n_q x n_k buffer instead of two.
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    weights = softmax_masked(scores, -1, allowed, inplace=not needs_grad)
     return weights @ v, weights
 
 

@@ -37,16 +37,18 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     return softmax_masked(s, axis, s > float("-inf"))
 
 
-def softmax_masked(s: torch.Tensor, dim: int, allowed) -> torch.Tensor:
+def softmax_masked(s: torch.Tensor, dim: int, allowed, *, inplace: bool = False) -> torch.Tensor:
     """``torch.softmax`` of scores whose disallowed entries are already ``-inf``.
 
     ``torch.softmax`` (one fused, stable kernel) returns NaN for a row with no
     allowed entry; such rows are set to exactly zero. ``allowed`` is a boolean
-    tensor broadcasting to ``s`` or None.
+    tensor broadcasting to ``s`` or None.  With ``inplace`` the weights
+    overwrite ``s`` (only when no gradient is needed: autograd keeps both).
     """
-    w = torch.softmax(s, dim=dim)
+    w = torch.softmax(s, dim=dim, out=s) if inplace else torch.softmax(s, dim=dim)
     if allowed is None:
         return w
     empty = ~allowed.any(dim=dim, keepdim=True)
-    # Only pay for the extra pass when some row really is empty.
-    return w.masked_fill(empty, 0.0) if bool(empty.any()) else w
+    if not bool(empty.any()):  # only pay for the extra pass when some row really is empty
+        return w
+    return w.masked_fill_(empty, 0.0) if inplace else w.masked_fill(empty, 0.0)
