@@ -1,0 +1,151 @@
+"""Chapter 13 (常见误区): every experiment's claim holds, and its exercise assignment grades as intended.
+
+The chapter's code cells are executed here, in order, in one namespace (as
+the book build does), and the claims its prose makes are asserted on the
+variables the cells leave behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import sys
+
+import matplotlib
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "book" / "ch13-misconceptions.md"
+ASSIGNMENT = "ch13-misconceptions"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def code_cells(text: str) -> list[str]:
+    return re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
+
+
+@pytest.fixture(scope="module")
+def chapter() -> dict:
+    """The namespace left by running every code cell of the chapter."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns: dict = {"__name__": "__chapter13__"}
+    for i, cell in enumerate(code_cells(CHAPTER.read_text(encoding="utf-8"))):
+        exec(compile(cell, f"{CHAPTER.name}[cell {i}]", "exec"), ns)  # noqa: S102 - our own chapter
+    plt.close("all")
+    return ns
+
+
+def test_prose_covers_all_eight_misconceptions():
+    text = CHAPTER.read_text(encoding="utf-8")
+    headings = re.findall(r"^## 误区[一二三四五六七八]：", text, re.M)
+    assert len(headings) == 8
+    prose = re.sub(r"```.*?```", "", text.split("---", 2)[2], flags=re.S)
+    n_chinese = len(re.findall(r"[\u4e00-\u9fff]", prose))
+    assert 1500 <= n_chinese <= 3500, n_chinese
+    assert "```{exercises} ch13-misconceptions" in text
+    assert "```{selfcheck} selfchecks/ch13-misconceptions.yml" in text
+    assert (ROOT / "book" / "selfchecks" / "ch13-misconceptions.yml").is_file()
+
+
+def test_dot_product_and_cosine_rank_differently(chapter):
+    assert chapter["dots"].argmax() != chapter["cosines"].argmax()
+    scaled = chapter["anp"].attention_scores(chapter["q"], chapter["keys"])[0]
+    assert scaled.argmax() == chapter["dots"].argmax()  # scaling keeps the dot product's ranking
+
+
+def test_scaled_scores_are_not_normalised(chapter):
+    scaled = chapter["scaled"]
+    assert abs(scaled.var() - 1) < 0.1 and abs(chapter["raw"].var() - 64) < 6
+    assert chapter["outside"] > 0.6 and scaled.min() < -2 and scaled.max() > 2
+
+
+def test_larger_d_k_costs_time_and_memory(chapter):
+    cost = chapter["cost"]
+    assert cost[1024]["params"] == 16 * cost[64]["params"]
+    assert cost[1024]["qkv_mib"] == pytest.approx(16 * cost[64]["qkv_mib"])
+    assert cost[1024]["peak_mib"] > cost[256]["peak_mib"] > cost[64]["peak_mib"]
+    assert cost[1024]["ms"] > cost[64]["ms"]
+
+
+def test_highest_weight_is_not_the_most_influential(chapter):
+    w, effect = chapter["w_all"][0], chapter["effect"]
+    assert w.argmax() != effect.argmax()
+    assert effect.argmin() == w.argmax()  # the prose: removing "苹果" changes the output least
+    assert w.argmin() == effect.argmax()  # and removing the lowest-weight word changes it most
+
+
+def test_q_k_v_differ_from_x_and_each_other(chapter):
+    X, Q, K, V = (chapter[n] for n in "XQKV")
+    assert Q.shape != X.shape and not np.allclose(Q, K) and not np.allclose(K, V)
+    anp = chapter["anp"]
+    s_same, s_proj = anp.attention_scores(X, X), anp.attention_scores(Q, K)
+    assert np.allclose(s_same, s_same.T) and not np.allclose(s_proj, s_proj.T)
+    assert (s_same.argmax(1) == np.arange(6)).all() and not (s_proj.argmax(1) == np.arange(6)).all()
+
+
+def test_softmax_compresses_and_amplifies_with_correct_numbers(chapter):
+    anp = chapter["anp"]
+    w_small, w_large = anp.softmax(chapter["small"]), anp.softmax(chapter["large"])
+    assert np.allclose(w_small, [0.686, 0.314], atol=5e-4)
+    assert w_small[0] / w_small[1] < chapter["small"][0] / chapter["small"][1]  # compressed
+    assert w_large[0] / w_large[1] > chapter["large"][0] / chapter["large"][1]  # amplified
+    four = anp.softmax(np.array([0.83, 0.05, 0.30, 0.30]))
+    assert np.allclose(four[:2], [0.38, 0.17], atol=0.005)  # where the seed's numbers come from
+
+
+def test_gradient_vanishes_without_scaling(chapter):
+    scaled, unscaled = np.array(chapter["grads"][True]), np.array(chapter["grads"][False])
+    assert scaled.max() / scaled.min() < 1.5  # flat in d_k
+    assert (np.diff(unscaled) < 0).all() and unscaled[-1] < 0.01 * scaled[-1]
+
+
+def test_heads_differ_unless_weights_are_shared(chapter):
+    assert chapter["head_gap"](chapter["heads"]) > 0.3
+    assert chapter["head_gap"](chapter["same"]) < 1e-12
+
+
+# --------------------------------------------------------------------------- the assignment
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    from nbgrader.api import Gradebook
+
+    from grading.course import Course
+
+    course = Course(tmp_path)
+    course.add_sources([ASSIGNMENT])
+    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    release = course.path("notebooks", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
+    text = release.read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "occlusion_effect" in text
+    subs = {"source": course.path("solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), "blank": release}
+    for name in ("correct", "partial"):
+        subs[name] = ROOT / "grading" / "samples" / ASSIGNMENT / name / f"{ASSIGNMENT}.ipynb"
+    for student, path in subs.items():
+        dest = course.path("submitted", student, ASSIGNMENT)
+        dest.mkdir(parents=True)
+        (dest / f"{ASSIGNMENT}.ipynb").write_bytes(path.read_bytes())
+    course.nbgrader("autograde", ASSIGNMENT, "--force")
+    # per autograded cell: cosine 3, occlusion 3, backward 2 (the written answer is graded by hand)
+    expected = {
+        "source": [3, 3, 2],
+        "correct": [3, 3, 2],
+        # cosine without normalised keys passes 1 of 6 checks; the weights taken as the effect 1 of 6;
+        # the right gradient whose code emits a warning keeps its 2 points
+        "partial": [0.5, 0.5, 2],
+        "blank": [0, 0, 0],
+    }
+    cells = ["test_cosine_scores", "test_occlusion_effect", "test_softmax_backward"]
+    with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:
+        for student, scores in expected.items():
+            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+            got = {g.name: g.auto_score for g in nb.grades}
+            assert [got[c] for c in cells] == pytest.approx(scores, abs=1e-9), student
+            assert nb.max_score == 10
+    assert os.path.getsize(course.path("autograded", "partial", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")) > 0
