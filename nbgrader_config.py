@@ -13,6 +13,7 @@ import os
 import sys
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -20,6 +21,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from grading.nbgrader_feedback import TEMPLATE_NAME, TEMPLATES, HideTestTracebacks, offline_mathjax  # noqa: E402
+from grading.nbgrader_release import release_preprocessors  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -30,8 +32,11 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 
-# --- student versions: Chinese stub for written answers; code stubs keep nbgrader's "# YOUR CODE HERE"
+# --- student versions: Chinese stub for written answers; code stubs keep nbgrader's "# YOUR CODE HERE",
+# except quiz answer cells (solution `answer = "B"`), whose stub is `answer = ""`
 c.ClearSolutions.text_stub = "请在这里写下你的回答。"
+c.GenerateAssignment.preprocessors = release_preprocessors(
+    GenerateAssignment.class_traits()["preprocessors"].default())
 
 # --- autograding: every cell gets at most 20 s; a cell that runs longer is interrupted,
 # scores 0, and the rest of the notebook is still executed and graded.

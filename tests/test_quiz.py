@@ -413,7 +413,8 @@ def test_autograde_source_blank_and_samples(course, name):
     answer_cells = [c for c in nbformat.reads(text, as_version=4).cells
                     if re.fullmatch(r"q\d\d", c.metadata.get("nbgrader", {}).get("grade_id", ""))]
     assert len(answer_cells) == 10
-    assert not any(re.search(r"^answer\s*=", c.source, re.M) for c in answer_cells)
+    # The only assignment left in a released answer cell is the empty answer: no key slips through.
+    assert all(re.findall(r"^answer\s*=.*$", c.source, re.M) == ['answer = ""'] for c in answer_cells)
     submissions = {"source": course.path("solutions", name, f"{name}.ipynb"), "blank": release}
     for sheet in EXPECTED[name]:
         submissions[sheet] = ROOT / "grading" / "samples" / name / sheet / f"{name}.ipynb"

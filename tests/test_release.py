@@ -140,3 +140,21 @@ def test_every_test_cell_states_its_points_and_checks_them_with_the_helpers():
         assert 'forbid="softmax"' in cell.source
     written = [c for c in pilot.cells if c.cell_type == "markdown" and nbgrader_meta(c).get("grade")]
     assert written and all(nbgrader_meta(c).get("solution") for c in written)
+
+
+def test_quiz_answer_cells_are_released_as_an_empty_answer():
+    """A solution that is just ``answer = ...`` becomes ``answer = ""``; code exercises keep nbgrader's stub."""
+    sys.path.insert(0, str(REPO))
+    from grading.nbgrader_release import is_answer_solution
+
+    assert is_answer_solution('# 第 1 题\n### BEGIN SOLUTION\nanswer = "B"\n### END SOLUTION')
+    assert not is_answer_solution('### BEGIN SOLUTION\nanswer = "B"\nprint(answer)\n### END SOLUTION')
+    assert not is_answer_solution("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")
+    assert not is_answer_solution('answer = "B"')
+    for name in ("quiz-sdpa", "quiz-qkv"):
+        nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
+        answers = [c for c in nb.cells if re.fullmatch(r"q\d\d", c.metadata.get("nbgrader", {}).get("grade_id", ""))]
+        assert len(answers) == 10
+        assert all(c.source.splitlines()[-1] == 'answer = ""' for c in answers)
+    ch05 = nbformat.read(RELEASE / "ch05-softmax" / "ch05-softmax.ipynb", as_version=4)
+    assert "raise NotImplementedError()" in "".join(c.source for c in ch05.cells)
