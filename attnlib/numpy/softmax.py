@@ -55,8 +55,9 @@ def exp_shifted_(s: np.ndarray, mask=None, axis: int = -1, bound=None) -> None:
     ``bound`` (optional, shaped like the row maxima) is a known bound on
     ``|row max|``: where it is small enough that neither can happen, that row
     is not shifted, and when no row needs it the max and subtract passes are
-    skipped (attention gets such a bound for free from Cauchy-Schwarz).  Every pass writes into ``s`` itself, so no
-    second score-sized buffer is allocated.
+    skipped (attention gets such a bound for free from Cauchy-Schwarz).
+    Every pass writes into ``s`` itself, so no second score-sized buffer is
+    allocated.
     """
     if mask is not None:
         np.copyto(s, -np.inf, where=~mask)
