@@ -14,13 +14,19 @@ import sys
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.converters import GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import ClearHiddenTests
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from grading.nbgrader_feedback import TEMPLATE_NAME, TEMPLATES, HideTestTracebacks, offline_mathjax  # noqa: E402
+from grading.nbgrader_feedback import (  # noqa: E402
+    TEMPLATE_NAME,
+    TEMPLATES,
+    GetGradesAndPending,
+    HideTestTracebacks,
+    offline_mathjax,
+)
 from grading.nbgrader_release import release_preprocessors  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
@@ -48,8 +54,9 @@ c.Execute.error_on_timeout = {
     "traceback": ["CellTimeoutError: 该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。"],
 }
 
-# --- feedback: no hidden test source, no traceback quoting it, no remote scripts
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, HideTestTracebacks, CSSHTMLHeaderPreprocessor]
+# --- feedback: in Chinese, no hidden test source, no traceback quoting it, no remote scripts
+c.GenerateFeedback.preprocessors = [
+    GetGradesAndPending, ClearHiddenTests, HideTestTracebacks, CSSHTMLHeaderPreprocessor]
 c.HTMLExporter.template_name = TEMPLATE_NAME
 c.HTMLExporter.extra_template_basedirs = [
     str(TEMPLATES),

@@ -6,6 +6,10 @@
   ``GenerateFeedback.preprocessors``: a traceback printed by a test cell quotes
   the cell's source lines (hidden ones too), so test cells keep only
   ``ErrorName: message``.
+* :class:`GetGradesAndPending` replaces nbgrader's ``GetGrades`` there: it also
+  marks the cells still waiting for a human grader, so the page says 待人工批改
+  instead of showing their provisional 0 as a score, and gives nbgrader's
+  automatic comment ("No response.") in Chinese.
 * :func:`offline_mathjax` is a Jinja filter used by
   ``grading/templates/feedback_offline/mathjax.html.j2``: it inlines the MathJax
   bundle of the ``sphinx-mathjax-offline`` package instead of nbconvert's CDN
@@ -18,6 +22,7 @@ import importlib.util
 import pathlib
 
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import GetGrades
 from traitlets import default
 
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
@@ -43,6 +48,29 @@ class HideTestTracebacks(Preprocessor):
                 if output.get("output_type") == "error":
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+# nbgrader's automatic comments (saveautogrades.py), as the student reads them.
+AUTO_COMMENTS = {"No response.": "未作答：这个答案单元和发下来的版本一模一样。"}
+
+
+class GetGradesAndPending(GetGrades):
+    """nbgrader's ``GetGrades``, plus ``metadata.nbgrader.pending`` on each graded cell.
+
+    nbgrader's own automatic comments are replaced by their Chinese text;
+    comments a grader typed are kept as they are.
+    """
+
+    def _get_comment(self, cell, resources) -> None:
+        super()._get_comment(cell, resources)
+        comment = cell.metadata.nbgrader.get("comment")
+        cell.metadata.nbgrader["comment"] = AUTO_COMMENTS.get(comment, comment)
+
+    def _get_score(self, cell, resources) -> None:
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(
+            cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
+        cell.metadata.nbgrader["pending"] = bool(grade.needs_manual_grade)
 
 
 def mathjax_bundle(name: str = "tex-svg.js") -> pathlib.Path | None:

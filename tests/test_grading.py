@@ -134,3 +134,19 @@ def test_feedback_explains_the_timeout_and_each_failed_check_in_chinese(report):
     assert "很大的分数 [1000, 1000] 不溢出：未通过" in text and "期望" in text and "实际" in text
     (cheat,) = report.feedback(ASSIGNMENT, "cheat")
     assert "attnlib 的参考实现" in _page_text(cheat.read_text(encoding="utf-8"))
+
+
+def test_feedback_headings_and_comments_are_chinese(report):
+    english = ("Test cell", "Student's answer", "Score:", "(Top)", "Comments:", "No response", "Written response")
+    for student in EXPECTED:
+        (page,) = report.feedback(ASSIGNMENT, student)
+        text = _page_text(page.read_text(encoding="utf-8"))
+        assert not [word for word in english if word in text], student
+        assert f"测试单元：{STABLE}" in text and "你的答案" in text and "回到顶部" in text
+    partial = _page_text(report.feedback(ASSIGNMENT, "partial")[0].read_text(encoding="utf-8"))
+    assert "总分：5.11 / 10.0，暂定：还有答案等待人工批改" in partial
+    assert f"书面作答 {WRITTEN}（得分：待人工批改，满分 2.0）" in partial
+    assert f"测试单元 {STABLE}（得分：2.25 / 3.0）" in partial
+    blank = _page_text(report.feedback(ASSIGNMENT, "blank")[0].read_text(encoding="utf-8"))
+    assert "总分：0.0 / 10.0）" in blank and "暂定" not in blank
+    assert "评语：未作答" in blank
