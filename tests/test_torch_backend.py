@@ -46,9 +46,29 @@ def test_need_weights_false_uses_the_fused_kernel(monkeypatch):
     att.scaled_dot_product_attention(q, k, v, causal=True, need_weights=False)
     assert calls[-1]["is_causal"] is True and calls[-1]["attn_mask"] is None
     att.scaled_dot_product_attention(q, rand(2, 6, 8), rand(2, 6, 8), causal=True, need_weights=False)
-    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"].shape == (4, 6)
+    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"].shape == (1, 1, 4, 6)
     att.scaled_dot_product_attention(q, k, v)
     assert len(calls) == 2, "the weights path must not call the fused kernel"
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3), (2, 1, 3)])
+def test_need_weights_false_runs_a_fused_kernel_for_any_batch_shape(device, batch):
+    """Only fused backends allowed: torch raises if the call would fall back to the unfused math path.
+
+    (It does for 2-d and 3-d inputs, so attnlib must hand it 4-d ones.  It also does, on the CPU,
+    when d_v != d_k: the CPU flash kernel wants one head size, so v has d_k columns here.)
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+    q, k, v = rand(*batch, 5, 8, device=device), rand(*batch[1:], 7, 8, device=device), rand(7, 8, device=device)
+    mask = torch.rand(*batch[-1:], 1, 7, device=device) < 0.7
+    for kwargs in ({}, {"causal": True}, {"mask": mask}, {"mask": mask, "causal": True}):
+        expected, _ = att.scaled_dot_product_attention(q, k, v, **kwargs)
+        with sdpa_kernel(fused):
+            out, _ = att.scaled_dot_product_attention(q, k, v, need_weights=False, **kwargs)
+        assert out.shape == (*batch, 5, 8)
+        torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

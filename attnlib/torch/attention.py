@@ -51,10 +51,12 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weigh
         return fused_attention(q, k, v, mask, causal, batch), None
     allowed = combined_mask(mask, causal, batch + (n_q, n_k), q.device)
     scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.mT  # (..., n_q, n_k)
-    if allowed is not None:
-        scores.masked_fill_(~allowed, float("-inf"))  # in place: the product is a fresh tensor
-    # Without autograd the weights may overwrite the scores: one n_q x n_k buffer instead of two.
+    # Without autograd every step may overwrite the scores: one n_q x n_k buffer instead of two.
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if allowed is not None and needs_grad:
+        scores.masked_fill_(~allowed, float("-inf"))  # in place: the product is a fresh tensor
+    elif allowed is not None:
+        torch.where(allowed, scores, scores.new_tensor(float("-inf")), out=scores)  # no negated copy of the mask
     weights = softmax_masked(scores, -1, allowed, inplace=not needs_grad)
     return weights @ v, weights
 
@@ -74,11 +76,33 @@ def fused_attention(q, k, v, mask, causal: bool, batch: tuple) -> torch.Tensor:
 
     torch's ``is_causal=True`` aligns top-left, so it is only used when
     n_q == n_k (where both alignments agree); otherwise the causal mask is
-    passed explicitly.  The kernels want equal batch shapes: ``expand``
-    makes broadcast views without copying.
+    passed explicitly.  The fused kernels only take 4-d ``(B, H, n, d)``
+    inputs: given 2-d or 3-d tensors, ``F.scaled_dot_product_attention``
+    silently falls back to its unfused "math" path, which stores the
+    n_q x n_k scores several times over (measured: 2.3 score matrices at
+    n=4096 instead of none).  So the batch dimensions are made exactly two:
+    views, no copy, for up to two batch dimensions.  (torch's CPU kernel also
+    wants d_v == d_k; otherwise torch itself takes the math path.)
     """
     n_q, n_k = q.shape[-2], k.shape[-2]
     simple_causal = causal and mask is None and n_q == n_k
     allowed = None if simple_causal else combined_mask(mask, causal, batch + (n_q, n_k), q.device)
-    q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=simple_causal)
+    q4, k4, v4 = (as_4d(t, batch, expand=True) for t in (q, k, v))  # (B, H, n, d)
+    mask4 = None if allowed is None else as_4d(allowed, batch, expand=False)  # broadcasts to (B, H, n_q, n_k)
+    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask4, is_causal=simple_causal)
+    return out.reshape(*batch, n_q, v.shape[-1])  # (..., n_q, d_v)
+
+
+def as_4d(t: torch.Tensor, batch: tuple, expand: bool) -> torch.Tensor:
+    """``t`` of shape (..., a, b), broadcastable to ``batch + (a, b)``, with exactly two batch dimensions.
+
+    ``expand``: give ``t`` the full batch shape (the kernels want it for q, k, v;
+    a mask may keep its size-1 dimensions).  Up to two batch dimensions this is
+    a view; more are flattened into one, which copies what was broadcast.
+    """
+    lead = batch if len(batch) > 2 else (1,) * (2 - len(batch)) + batch
+    if expand:
+        t = t.expand(*lead, *t.shape[-2:])
+    else:
+        t = t.reshape((1,) * (len(lead) + 2 - t.dim()) + tuple(t.shape))
+    return t if len(batch) <= 2 else t.expand(*batch, *t.shape[-2:]).flatten(0, len(batch) - 2)

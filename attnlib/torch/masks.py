@@ -15,7 +15,7 @@ def causal_mask(n_q, n_k=None):
     """Bottom-right aligned causal mask, shape (n_q, n_k): ``mask[i, j] = j <= i + (n_k - n_q)``."""
     n_k = n_q if n_k is None else n_k
     _checks.check_sizes(n_q=n_q, n_k=n_k)
-    return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril_(diagonal=n_k - n_q)  # in place: one n_q x n_k buffer
 
 
 def padding_mask(lengths, n_k):
