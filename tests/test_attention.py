@@ -98,6 +98,29 @@ def test_causal_is_bottom_right_aligned(backend, n_q, n_k):
     np.testing.assert_allclose(out, reference(q, k, v, None, True), **tol(np.float64))
 
 
+@pytest.mark.parametrize("n_q,n_k", [(70, 70), (45, 100), (100, 45)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_causal_tiles_skip_hidden_keys_without_changing_results(monkeypatch, n_q, n_k, dtype):
+    """Several causal tiles, each stopping at its own last visible key, still give torch's numbers."""
+    import attnlib.numpy.attention as attention
+
+    monkeypatch.setattr(attention, "TILE_ELEMENTS", 1)  # 16-row tiles
+    assert attention.tile_rows(n_q, n_k, 2, causal=True) == 16
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(2, n, 8)).astype(dtype) for n in (n_q, n_k, n_k))
+    mask = rng.random((2, n_q, n_k)) < 0.8
+    hidden = ~anp.causal_mask(n_q, n_k)
+    for m in (None, mask):
+        visible = ~hidden if m is None else ~hidden & m
+        expected = reference(q, k, v, visible, False)  # torch, with the causal mask spelled out
+        out, w = anp.scaled_dot_product_attention(q, k, v, mask=m, causal=True)
+        out_fast, none = anp.scaled_dot_product_attention(q, k, v, mask=m, causal=True, need_weights=False)
+        np.testing.assert_allclose(out, expected, **tol(dtype))
+        np.testing.assert_allclose(out_fast, expected, **tol(dtype))
+        assert none is None and (w[:, hidden] == 0).all(), "keys a query may not see get weight exactly 0"
+        np.testing.assert_allclose(w.sum(-1), np.broadcast_to(visible.any(-1), (2, n_q)), **tol(dtype))
+
+
 def test_causal_with_more_queries_than_keys_leaves_first_rows_empty(backend):
     rng = np.random.default_rng(3)
     q, k, v = rng.normal(size=(5, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
