@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import _checks
 from ._arrays import as_float_arrays, as_mask
+from .masks import causal_rows
 from .softmax import exp_shifted_, safe_reciprocal
 
 # Scores per tile: 1M elements (4 MiB in float32) stay in a shared L3 cache, and with
@@ -167,6 +168,5 @@ def hide_future_(s: np.ndarray, rows: slice, n_q: int, n_k: int) -> None:
     columns ``lo:kv`` near the diagonal is compared, not the whole tile.
     """
     lo = min(s.shape[-1], max(0, rows.start + n_k - n_q + 1))
-    last_visible = np.arange(rows.start, rows.stop) + (n_k - n_q)  # (rows,)
-    future = np.arange(lo, s.shape[-1]) > last_visible[:, None]  # (rows, kv - lo)
-    np.copyto(s[..., lo:], -np.inf, where=future)
+    near = causal_rows(rows.start, rows.stop, n_q, n_k, slice(lo, s.shape[-1]))  # (rows, kv - lo)
+    np.copyto(s[..., lo:], -np.inf, where=~near)

@@ -29,10 +29,10 @@ def causal_mask(n_q, n_k=None):
     return causal_rows(0, n_q, n_q, n_k)
 
 
-def causal_rows(start: int, stop: int, n_q: int, n_k: int) -> np.ndarray:
-    """Rows ``start:stop`` of ``causal_mask(n_q, n_k)``, shape (stop - start, n_k)."""
+def causal_rows(start: int, stop: int, n_q: int, n_k: int, cols: slice = slice(None)) -> np.ndarray:
+    """Rows ``start:stop`` and columns ``cols`` of ``causal_mask(n_q, n_k)``, without building the rest."""
     last_visible = np.arange(start, stop) + (n_k - n_q)  # (rows,)
-    return np.arange(n_k) <= last_visible[:, None]
+    return np.arange(n_k)[cols] <= last_visible[:, None]  # (rows, len(cols))
 
 
 def padding_mask(lengths, n_k):

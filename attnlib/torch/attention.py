@@ -100,9 +100,7 @@ def as_4d(t: torch.Tensor, batch: tuple, expand: bool) -> torch.Tensor:
     a mask may keep its size-1 dimensions).  Up to two batch dimensions this is
     a view; more are flattened into one, which copies what was broadcast.
     """
-    lead = batch if len(batch) > 2 else (1,) * (2 - len(batch)) + batch
-    if expand:
-        t = t.expand(*lead, *t.shape[-2:])
-    else:
-        t = t.reshape((1,) * (len(lead) + 2 - t.dim()) + tuple(t.shape))
-    return t if len(batch) <= 2 else t.expand(*batch, *t.shape[-2:]).flatten(0, len(batch) - 2)
+    if len(batch) > 2:
+        return t.expand(*batch, *t.shape[-2:]).flatten(0, len(batch) - 2)
+    lead = (1,) * (2 - len(batch)) + batch
+    return t.expand(*lead, *t.shape[-2:]) if expand else t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
