@@ -72,6 +72,34 @@ def test_need_weights_false_runs_a_fused_kernel_for_any_batch_shape(device, batc
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_fully_masked_rows_never_reach_the_fused_kernel(monkeypatch, device):
+    """Some fused kernels turn an all -inf row into NaN; a kernel that does so must not leak NaN to the user.
+
+    The stand-in kernel below is torch's own, except that rows whose mask is all False come out NaN.
+    """
+    real = F.scaled_dot_product_attention
+
+    def nan_for_empty_rows(q, k, v, attn_mask=None, is_causal=False):
+        out = real(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+        if attn_mask is None:
+            return out
+        return out.masked_fill(~attn_mask.any(-1, keepdim=True), float("nan"))
+
+    monkeypatch.setattr(torch_attention.F, "scaled_dot_product_attention", nan_for_empty_rows)
+    q, k, v = rand(2, 4, 3, device=device, grad=True), rand(2, 5, 3, device=device, grad=True), \
+        rand(2, 5, 2, device=device, grad=True)
+    mask = torch.rand(2, 4, 5, device=device) < 0.7
+    mask[0, 1] = False
+    mask[1, 3] = False
+    out, _ = att.scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+    expected, _ = att.scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
+    assert (out[0, 1] == 0).all() and (out[1, 3] == 0).all()
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    assert (q.grad[0, 1] == 0).all() and (q.grad[1, 3] == 0).all()
+
+
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_gradients_are_correct(device, need_weights):
     """torch.autograd.gradcheck (finite differences, float64) through both paths, with a fully masked row."""

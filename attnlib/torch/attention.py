@@ -87,10 +87,29 @@ def fused_attention(q, k, v, mask, causal: bool, batch: tuple) -> torch.Tensor:
     n_q, n_k = q.shape[-2], k.shape[-2]
     simple_causal = causal and mask is None and n_q == n_k
     allowed = None if simple_causal else combined_mask(mask, causal, batch + (n_q, n_k), q.device)
+    allowed, empty = open_empty_rows(allowed)
     q4, k4, v4 = (as_4d(t, batch, expand=True) for t in (q, k, v))  # (B, H, n, d)
     mask4 = None if allowed is None else as_4d(allowed, batch, expand=False)  # broadcasts to (B, H, n_q, n_k)
     out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask4, is_causal=simple_causal)
-    return out.reshape(*batch, n_q, v.shape[-1])  # (..., n_q, d_v)
+    out = out.reshape(*batch, n_q, v.shape[-1])  # (..., n_q, d_v)
+    return out if empty is None else out.masked_fill(empty, 0.0)
+
+
+def open_empty_rows(allowed):
+    """``(mask for the kernel, rows to zero afterwards)``; the second is None when no row is fully masked.
+
+    A fused kernel runs an online softmax over blocks of keys; for a row whose
+    scores are all -inf some kernels and devices give NaN, in the output and in
+    the gradients (pytorch/pytorch#103749, #110213).  So such a row is opened to
+    every key for the kernel, and its output set to 0 afterwards: the contract's
+    zero row, with a zero (not NaN) gradient flowing back through it.
+    """
+    if allowed is None:
+        return None, None
+    empty = ~allowed.any(dim=-1, keepdim=True)  # (..., n_q or 1, 1)
+    if not bool(empty.any()):
+        return allowed, None
+    return allowed | empty, empty
 
 
 def as_4d(t: torch.Tensor, batch: tuple, expand: bool) -> torch.Tensor:
