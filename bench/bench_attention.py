@@ -131,7 +131,7 @@ def verdict(ratio: float, target: float, floor: float | None = None) -> str:
     """``floor``: what the unavoidable work alone costs here; a target below it cannot be met on this CPU."""
     text = f"{ratio:5.2f}x  (target <= {target}x) {'ok' if ratio <= target else 'MISSED'}"
     if ratio > target and floor is not None and floor > target:
-        text += f" -- below this CPU's floor of {floor:.2f}x"
+        text += f" -- the target is below this CPU's floor of {floor:.2f}x"
     return text
 
 
