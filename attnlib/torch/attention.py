@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from .. import _checks
 from ._tensors import as_float_tensors, as_mask
 from .masks import causal_mask
-from .softmax import softmax_masked
+from .softmax import empty_rows, softmax_masked
 
 
 def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weights=True):
@@ -104,12 +104,8 @@ def open_empty_rows(allowed):
     every key for the kernel, and its output set to 0 afterwards: the contract's
     zero row, with a zero (not NaN) gradient flowing back through it.
     """
-    if allowed is None:
-        return None, None
-    empty = ~allowed.any(dim=-1, keepdim=True)  # (..., n_q or 1, 1)
-    if not bool(empty.any()):
-        return allowed, None
-    return allowed | empty, empty
+    empty = empty_rows(allowed)  # (..., n_q or 1, 1) or None
+    return (allowed, None) if empty is None else (allowed | empty, empty)
 
 
 def as_4d(t: torch.Tensor, batch: tuple, expand: bool) -> torch.Tensor:

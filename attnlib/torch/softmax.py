@@ -46,9 +46,15 @@ def softmax_masked(s: torch.Tensor, dim: int, allowed, *, inplace: bool = False)
     overwrite ``s`` (only when no gradient is needed: autograd keeps both).
     """
     w = torch.softmax(s, dim=dim, out=s) if inplace else torch.softmax(s, dim=dim)
-    if allowed is None:
-        return w
-    empty = ~allowed.any(dim=dim, keepdim=True)
-    if not bool(empty.any()):  # only pay for the extra pass when some row really is empty
+    empty = empty_rows(allowed, dim)
+    if empty is None:  # only pay for the extra pass when some row really is empty
         return w
     return w.masked_fill_(empty, 0.0) if inplace else w.masked_fill(empty, 0.0)
+
+
+def empty_rows(allowed, dim: int = -1):
+    """Where ``allowed`` (bool or None) has no True along ``dim`` (kept as size 1), or None if nowhere."""
+    if allowed is None:
+        return None
+    empty = ~allowed.any(dim=dim, keepdim=True)
+    return empty if bool(empty.any()) else None
