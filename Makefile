@@ -1,7 +1,8 @@
 # The course's commands. Each sets up what it needs on a fresh machine:
 # a virtual environment in .venv with the pinned versions of constraints.txt.
 #   make book    build the Chinese Jupyter Book into _build/html (executes every lesson)
-#   make test    the whole test suite (library, notebooks, book, grading, browser)
+#   make test    the whole test suite (library, notebooks, book, grading, browser); as root it first
+#                installs the CJK font and Chromium with apt, elsewhere the tests needing them skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
 #   make lab     JupyterLab on the student notebooks
@@ -39,6 +40,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 test: lint
+	$(PY) scripts/provision.py
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -39,6 +39,10 @@ _FONT_GLOBS = (
     "/usr/share/fonts/**/*Han*.otf", "/usr/local/share/fonts/**/*.tt[cf]", "/usr/local/share/fonts/**/*.otf",
 )
 
+#: Fonts that map every character to a placeholder box: they "have" Chinese glyphs but show none.
+#: Matplotlib itself ships "Last Resort High-Efficiency".
+_PLACEHOLDER_FONTS = ("Last Resort",)
+
 _chosen: str | None = None
 
 
@@ -72,6 +76,8 @@ def _installed_cjk_families(preferred_only: bool) -> dict[str, str]:
     for entry in font_manager.fontManager.ttflist:
         if entry.name in found or (preferred_only and entry.name not in CJK_FAMILIES):
             continue
+        if entry.name.startswith(_PLACEHOLDER_FONTS):
+            continue
         if _has_chinese_glyphs(entry.fname):
             found[entry.name] = entry.fname
     return found
@@ -93,7 +99,7 @@ def cjk_font_family() -> str:
     RuntimeError
         No font with Chinese glyphs is installed.
     """
-    found = _installed_cjk_families(preferred_only=True) or _installed_cjk_families(preferred_only=False)
+    found = _installed_cjk_families(preferred_only=True)
     if not found:
         for path in _system_cjk_files():
             if _has_chinese_glyphs(path):

@@ -1,6 +1,16 @@
-"""Shared fixtures: the two backends, the torch devices, and array converters."""
+"""Shared fixtures: the two backends, the torch devices, array converters, and the system programs.
+
+Tests that need a system program this machine lacks are skipped with one reason
+that names the program and the command installing it: ``browser`` tests need
+Chromium, ``cjk_font`` tests a font with Chinese glyphs (``make test`` installs
+both first when it runs as root, see ``scripts/provision.py``).
+"""
 
 from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -8,6 +18,39 @@ import torch
 
 from attnlib import numpy as anp
 from attnlib import torch as att
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str):
+    """Import ``scripts/<name>.py`` as a module (the scripts folder is not a package)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    scripts = str(ROOT / "scripts")
+    sys.path.insert(0, scripts)  # a script may import its neighbours (provision imports build_book)
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(scripts)
+    return module
+
+
+provision = load_script("provision")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip, with the install command as the reason, what needs a program this machine lacks."""
+    missing = {"browser": None if provision.find_chromium() else provision.NO_CHROMIUM,
+               "cjk_font": None if provision.cjk_fonts() else provision.NO_FONT}
+    for item in items:
+        for marker, reason in missing.items():
+            if reason and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
+                break
+
 
 CUDA = torch.cuda.is_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda,

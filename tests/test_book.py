@@ -26,11 +26,13 @@ import nbformat
 import pytest
 import yaml
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 PILOT = "ch05-softmax"
 RELEASE_NB = ROOT / "notebooks" / PILOT / f"{PILOT}.ipynb"
 
-pytestmark = pytest.mark.book
+pytestmark = [pytest.mark.book, pytest.mark.cjk_font]
 
 
 def _load(name: str, path: Path):
@@ -41,7 +43,7 @@ def _load(name: str, path: Path):
     return module
 
 
-build_book = _load("build_book", ROOT / "scripts" / "build_book.py")
+build_book = load_script("build_book")
 exercises_ext = _load("exercises_ext", ROOT / "book" / "_ext" / "exercises.py")
 
 

@@ -52,18 +52,21 @@ def test_prose_covers_all_eight_misconceptions():
     assert (ROOT / "book" / "selfchecks" / "ch13-misconceptions.yml").is_file()
 
 
+@pytest.mark.cjk_font
 def test_dot_product_and_cosine_rank_differently(chapter):
     assert chapter["dots"].argmax() != chapter["cosines"].argmax()
     scaled = chapter["anp"].attention_scores(chapter["q"], chapter["keys"])[0]
     assert scaled.argmax() == chapter["dots"].argmax()  # scaling keeps the dot product's ranking
 
 
+@pytest.mark.cjk_font
 def test_scaled_scores_are_not_normalised(chapter):
     scaled = chapter["scaled"]
     assert abs(scaled.var() - 1) < 0.1 and abs(chapter["raw"].var() - 64) < 6
     assert chapter["outside"] > 0.6 and scaled.min() < -2 and scaled.max() > 2
 
 
+@pytest.mark.cjk_font
 def test_larger_d_k_costs_time_and_memory(chapter):
     cost = chapter["cost"]
     assert cost[1024]["params"] == 16 * cost[64]["params"]
@@ -72,6 +75,7 @@ def test_larger_d_k_costs_time_and_memory(chapter):
     assert cost[1024]["ms"] > cost[64]["ms"]
 
 
+@pytest.mark.cjk_font
 def test_highest_weight_is_not_the_most_influential(chapter):
     w, effect = chapter["w_all"][0], chapter["effect"]
     assert w.argmax() != effect.argmax()
@@ -79,6 +83,7 @@ def test_highest_weight_is_not_the_most_influential(chapter):
     assert w.argmin() == effect.argmax()  # and removing the lowest-weight word changes it most
 
 
+@pytest.mark.cjk_font
 def test_q_k_v_differ_from_x_and_each_other(chapter):
     X, Q, K, V = (chapter[n] for n in "XQKV")
     assert Q.shape != X.shape and not np.allclose(Q, K) and not np.allclose(K, V)
@@ -88,6 +93,7 @@ def test_q_k_v_differ_from_x_and_each_other(chapter):
     assert (s_same.argmax(1) == np.arange(6)).all() and not (s_proj.argmax(1) == np.arange(6)).all()
 
 
+@pytest.mark.cjk_font
 def test_softmax_compresses_and_amplifies_with_correct_numbers(chapter):
     anp = chapter["anp"]
     w_small, w_large = anp.softmax(chapter["small"]), anp.softmax(chapter["large"])
@@ -98,12 +104,14 @@ def test_softmax_compresses_and_amplifies_with_correct_numbers(chapter):
     assert np.allclose(four[:2], [0.38, 0.17], atol=0.005)  # where the seed's numbers come from
 
 
+@pytest.mark.cjk_font
 def test_gradient_vanishes_without_scaling(chapter):
     scaled, unscaled = np.array(chapter["grads"][True]), np.array(chapter["grads"][False])
     assert scaled.max() / scaled.min() < 1.5  # flat in d_k
     assert (np.diff(unscaled) < 0).all() and unscaled[-1] < 0.01 * scaled[-1]
 
 
+@pytest.mark.cjk_font
 def test_heads_differ_unless_weights_are_shared(chapter):
     assert chapter["head_gap"](chapter["heads"]) > 0.3
     assert chapter["head_gap"](chapter["same"]) < 1e-12

@@ -16,11 +16,21 @@ from matplotlib import font_manager  # noqa: E402
 
 from attnlib import plots  # noqa: E402
 
+pytestmark = pytest.mark.cjk_font
+
 TOKENS = ["我", "爱", "北京", "<pad>"]
 
 
 def _font_file(family: str) -> str:
     return font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+
+
+def _without_cjk_fonts(fonts) -> list:
+    """The font list of a cache written before any CJK font was installed.
+
+    Matplotlib's own placeholder font (every character a box) stays: it is in every cache.
+    """
+    return [f for f in fonts if f.name.startswith("Last Resort") or not plots._has_chinese_glyphs(f.fname)]
 
 
 def _draw_collecting_warnings(fig) -> list[str]:
@@ -58,8 +68,9 @@ def test_setup_is_idempotent():
 def test_font_registered_from_fontconfig_when_matplotlib_cache_is_stale(monkeypatch):
     """A font list cached before the CJK font was installed: setup registers the font itself."""
     real = list(font_manager.fontManager.ttflist)
-    stale = [f for f in real if not plots._has_chinese_glyphs(f.fname)]
+    stale = _without_cjk_fonts(real)
     assert len(stale) < len(real), "this machine should have a CJK font installed (fonts-wqy-microhei)"
+    assert any(f.name.startswith("Last Resort") for f in stale), "matplotlib's placeholder font stays in the list"
     monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)
     family = plots.cjk_font_family()
     assert family in {f.name for f in font_manager.fontManager.ttflist}
@@ -67,7 +78,7 @@ def test_font_registered_from_fontconfig_when_matplotlib_cache_is_stale(monkeypa
 
 
 def test_no_chinese_font_gives_a_clear_error(monkeypatch):
-    stale = [f for f in font_manager.fontManager.ttflist if not plots._has_chinese_glyphs(f.fname)]
+    stale = _without_cjk_fonts(font_manager.fontManager.ttflist)
     monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)
     monkeypatch.setattr(plots, "_system_cjk_files", lambda: [])
     with pytest.raises(RuntimeError, match="fonts-wqy-microhei") as info:

@@ -24,6 +24,7 @@ import pytest
 import websocket
 
 from attnlib import numpy as anp
+from conftest import provision
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXT = ROOT / "book" / "_ext"
@@ -162,9 +163,7 @@ class Browser:
     """Headless Chromium driven over the DevTools protocol (one page)."""
 
     def __init__(self):
-        exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-        if exe is None:
-            pytest.fail("找不到 Chromium：请安装 Debian 的 chromium 软件包。 (headless Chromium is required)")
+        exe = provision.find_chromium()
         self.profile = tempfile.mkdtemp(prefix="chromium-selfcheck-")
         self.proc = subprocess.Popen(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -1,0 +1,108 @@
+"""``make test`` on a fresh machine: the system programs are installed, or their tests skip with the reason.
+
+Both ways a new user meets it are run for real in a subprocess:
+
+* Chromium hidden from PATH and not installable: the browser tests are reported
+  as skipped with the install command, and pytest exits 0;
+* ``scripts/provision.py`` on a machine without Chromium or a CJK font: as root
+  it runs apt-get for exactly the missing packages (a stand-in apt-get records
+  the call and "installs" the programs), and afterwards finds them; as another
+  user it installs nothing and prints one line per missing program.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, provision
+
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def _executable(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def test_browser_tests_skip_with_the_install_command_when_chromium_is_hidden(tmp_path):
+    env = dict(os.environ, PATH=VENV_BIN)  # this environment's Python only: no chromium, no apt-get
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "browser", "-p", "no:cacheprovider", "-q", "-rs",
+         "tests/test_browser.py", "tests/test_selfcheck.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    summary = out.strip().splitlines()[-1]
+    assert "passed" not in summary and "failed" not in summary and "error" not in summary, summary
+    assert "找不到 Chromium" in out and "apt-get install -y --no-install-recommends chromium" in out, out[-2000:]
+    skipped = re.search(r"(\d+) skipped", summary)
+    assert skipped and int(skipped.group(1)) >= 6, summary
+
+
+@pytest.fixture
+def bare_machine(tmp_path):
+    """A PATH with no Chromium, no fontconfig, and a stand-in apt-get that installs both when asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "apt.log"
+    chmod = shutil.which("chmod")  # the stand-in runs with this PATH alone, so it names chmod in full
+    _executable(bin_dir / "apt-get", f"""echo "$@" >> {log}
+case "$*" in
+  *install*chromium*) printf '#!/bin/sh\\n' > {bin_dir}/chromium; {chmod} +x {bin_dir}/chromium ;;
+esac
+case "$*" in
+  *install*fonts-wqy-microhei*)
+    printf '#!/bin/sh\\necho "WenQuanYi Micro Hei,文泉驿微米黑"\\n' > {bin_dir}/fc-list; {chmod} +x {bin_dir}/fc-list ;;
+esac
+""")
+    return bin_dir, log
+
+
+def _provision(bin_dir: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), VENV_BIN]))
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "provision.py")], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="installs only as root")
+def test_as_root_the_missing_programs_are_installed_with_apt(bare_machine):
+    bin_dir, log = bare_machine
+    run = _provision(bin_dir)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    installs = [c for c in calls if c.startswith("install")]
+    assert installs and all("--no-install-recommends" in c for c in installs), calls
+    asked = set(installs[-1].split()[-3:])
+    assert asked == {"fonts-wqy-microhei", "fontconfig", "chromium"}, calls
+    assert (bin_dir / "chromium").is_file() and (bin_dir / "fc-list").is_file()
+    assert "找不到" not in run.stdout, run.stdout  # after installing, nothing is reported missing
+
+
+def test_without_root_nothing_is_installed_and_each_missing_program_gets_one_line(bare_machine, monkeypatch):
+    bin_dir, log = bare_machine
+    monkeypatch.setattr(provision, "can_install", lambda: False)
+    monkeypatch.setattr(provision, "find_chromium", lambda: None)
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: [])
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
+    assert provision.main() == 0
+    assert not log.exists(), "apt-get must not run without root"
+    assert lines == [provision.NO_FONT, provision.NO_CHROMIUM]
+    assert "apt-get install -y --no-install-recommends chromium" in provision.NO_CHROMIUM
+    assert "apt-get install -y --no-install-recommends fonts-wqy-microhei" in provision.NO_FONT
+
+
+def test_nothing_missing_means_no_apt_and_no_message(monkeypatch):
+    monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    monkeypatch.setattr(provision, "apt_install", lambda packages: pytest.fail(f"apt for {packages}"))
+    assert provision.missing_packages() == []
+    assert provision.main() == 0
