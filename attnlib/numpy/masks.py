@@ -35,6 +35,18 @@ def causal_rows(start: int, stop: int, n_q: int, n_k: int, cols: slice = slice(N
     return np.arange(n_k)[cols] <= last_visible[:, None]  # (rows, len(cols))
 
 
+def hide_future_(scores: np.ndarray) -> None:
+    """Apply the causal mask in place: ``scores[..., i, j] = -inf`` wherever ``causal_mask`` is False.
+
+    ``scores`` has shape (..., n_q, n_k).  Row by row, so that no n_q x n_k
+    boolean mask is built beside the scores: query i sees keys
+    ``j <= i + (n_k - n_q)`` and everything right of that is hidden.
+    """
+    n_q, n_k = scores.shape[-2:]
+    for i in range(n_q):
+        scores[..., i, max(0, i + n_k - n_q + 1):] = -np.inf
+
+
 def padding_mask(lengths, n_k):
     """Mask out the padding at the end of each sequence of a batch.
 

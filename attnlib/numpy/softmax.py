@@ -40,47 +40,31 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
 
 
 def softmax_(s: np.ndarray, axis: int = -1, mask=None) -> np.ndarray:
-    """In-place stable softmax of the float array ``s`` (no input checks); returns ``s``."""
+    """In-place stable softmax of the float array ``s`` (no input checks); returns ``s``.
+
+    ``mask`` (bool, broadcasting to ``s``; ``True`` = may attend) sets the
+    masked entries to exactly 0; a slice with nothing left is all zeros.
+    """
     exp_shifted_(s, mask, axis)
     np.multiply(s, safe_reciprocal(s.sum(axis=axis, keepdims=True)), out=s)
     return s
 
 
-def exp_shifted_(s: np.ndarray, mask=None, axis: int = -1, bound=None) -> None:
-    """Mask, shift and exponentiate ``s`` in place: ``s <- exp(s - row max)``, masked entries 0.
+def exp_shifted_(s: np.ndarray, mask=None, axis: int = -1) -> None:
+    """Mask, shift and exponentiate ``s`` in place: ``s <- exp(s - max)``, masked entries 0.
 
-    Softmax is shift-invariant, so subtracting each row's maximum changes no
+    Softmax is shift-invariant, so subtracting each slice's maximum changes no
     result; it only guarantees that ``exp`` never overflows (the largest entry
-    becomes ``exp(0) = 1``) and that the row does not underflow to all zeros.
-    ``bound`` (optional, shaped like the row maxima) is a known bound on
-    ``|row max|``: where it is small enough that neither can happen, that row
-    is not shifted, and when no row needs it the max and subtract passes are
-    skipped (attention gets such a bound for free from Cauchy-Schwarz).
-    Every pass writes into ``s`` itself, so no second score-sized buffer is
+    becomes ``exp(0) = 1``) and that the slice does not underflow to all zeros.
+    Every pass writes into ``s`` itself, so no second buffer of its size is
     allocated.
     """
     if mask is not None:
         np.copyto(s, -np.inf, where=~mask)
-    limit = exp_safe_limit(s.dtype)
-    if bound is None or bound.max(initial=0.0) > limit:
-        s_max = s.max(axis=axis, keepdims=True, initial=-np.inf)
-        s_max[~np.isfinite(s_max)] = 0  # fully masked: keep -inf, so exp gives 0
-        if bound is not None:
-            # Rows whose bound is small keep shift 0, so that a row's numbers never
-            # depend on whether another row of the same tile needed the shift.
-            s_max[np.broadcast_to(bound <= limit, s_max.shape)] = 0
-        np.subtract(s, s_max, out=s)
+    s_max = s.max(axis=axis, keepdims=True, initial=-np.inf)
+    s_max[~np.isfinite(s_max)] = 0  # a fully masked slice: keep its -inf, so exp gives 0
+    np.subtract(s, s_max, out=s)
     np.exp(s, out=s)
-
-
-def exp_safe_limit(dtype) -> float:
-    """A score bound below which ``exp`` needs no shift: a quarter of ``log(max float)``.
-
-    With every ``|row max| <= L``: exp(max) <= e^L leaves room for summing
-    ~e^(3L) such terms without overflow, and exp(max) >= e^-L stays far from
-    the denormal range (float32: L = 22.2, float64: L = 177).
-    """
-    return float(np.log(np.finfo(dtype).max)) / 4
 
 
 def safe_reciprocal(total: np.ndarray) -> np.ndarray:

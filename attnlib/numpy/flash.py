@@ -1,0 +1,135 @@
+"""Tiled attention with an online softmax: exact attention without the n_q x n_k matrix (chapter 10).
+
+This is the algorithm of FlashAttention (Dao et al., 2022), written in NumPy.
+The queries are cut into blocks of rows and the keys into blocks of columns.
+One block of queries meets the key blocks one after another and keeps, per
+query row, three running quantities instead of a whole row of scores:
+
+* ``m``, the largest score seen so far;
+* ``denom``, the sum of ``exp(score - m)`` over the keys seen so far;
+* ``acc``, the sum of ``exp(score - m) * v`` over the same keys.
+
+When a new key block raises a row's maximum from ``m`` to ``m'``, everything
+accumulated so far is multiplied by ``exp(m - m')``, which is exactly what it
+would have been had ``m'`` been used from the start.  After the last block,
+``acc / denom`` is ``softmax(scores) @ v`` up to rounding, and at no time does more
+than one block of scores exist: the extra memory is O(block), not O(n_q n_k).
+
+Causal attention skips work as well: a query block never looks at the keys
+right of its last query's position, and the causal mask is compared only on
+the blocks that the diagonal crosses.
+
+FlashAttention's speed-up on a GPU comes from reading and writing the GPU's
+high-bandwidth memory less often (the blocks live in on-chip SRAM).  NumPy
+controls no such thing: this module shows the algorithm and its memory
+saving.  ``scaled_dot_product_attention(..., need_weights=False)`` uses it,
+with blocks sized so that one block of scores stays in the CPU's cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _checks
+from ._arrays import as_float_arrays, as_mask
+from .masks import causal_rows
+from .softmax import safe_reciprocal
+
+#: Default size of one block of scores, in elements (4 MiB in float32): small enough
+#: to stay in cache, large enough (>= 256 query rows up to 4096 keys) for fast BLAS calls.
+TILE_ELEMENTS = 1 << 20
+#: Default number of keys per block.
+KEY_BLOCK = 4096
+
+
+def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None):
+    """Exact scaled dot-product attention, computed block by block with an online softmax.
+
+    Parameters
+    ----------
+    q : array_like of float, shape (..., n_q, d_k)
+    k : array_like of float, shape (..., n_k, d_k)
+    v : array_like of float, shape (..., n_k, d_v)
+        Leading dimensions broadcast; one float dtype.
+    mask : array_like of bool, optional
+        Broadcasts to ``(..., n_q, n_k)``; ``True`` = may attend.
+    causal : bool
+        Also apply the bottom-right aligned causal mask.
+    block_size : int or (int, int), optional
+        Query rows and keys per block (one int: both).  Any positive sizes
+        work, dividing n or not.  Default: up to ``KEY_BLOCK`` keys and as
+        many query rows as fit ``TILE_ELEMENTS`` scores.
+
+    Returns
+    -------
+    ndarray, shape (..., n_q, d_v)
+        Equal to ``scaled_dot_product_attention(q, k, v, ...)[0]`` up to
+        rounding; a fully masked row is zero.
+    """
+    q, k, v = as_float_arrays(q=q, k=k, v=v)
+    batch = _checks.check_qkv(q.shape, k.shape, v.shape)
+    if mask is not None:
+        mask = as_mask(mask, batch + (q.shape[-2], k.shape[-2]))
+    return tiled_attention(q, k, v, mask=mask, causal=causal, block_size=block_size)
+
+
+def tiled_attention(q, k, v, *, mask=None, causal=False, block_size=None) -> np.ndarray:
+    """:func:`flash_attention` on arrays that are already checked (the output-only path of SDPA)."""
+    batch = _checks.broadcast_batch({"q": q.shape, "k": k.shape, "v": v.shape})
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch))
+    q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale the queries once, not every block of scores
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
+    out = np.empty(batch + (n_q, v.shape[-1]), dtype=q.dtype)  # (..., n_q, d_v)
+    for start in range(0, n_q, rows):
+        r = slice(start, min(start + rows, n_q))
+        out[..., r, :] = attend_block(q[..., r, :], k_t, v, r, n_q, mask, causal, cols, batch)
+    return out
+
+
+def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols: int, batch: tuple):
+    """One block of (scaled) queries against every key block it may see; returns its output rows.
+
+    ``q_blk`` (..., r, d_k), ``k_t`` (..., d_k, n_k), ``v`` (..., n_k, d_v).
+    """
+    n_k = k_t.shape[-1]
+    stop = min(n_k, max(0, rows.stop + n_k - n_q)) if causal else n_k  # keys right of this: hidden from all
+    m = np.full(batch + (q_blk.shape[-2], 1), -np.inf, dtype=q_blk.dtype)  # (..., r, 1) running max
+    denom = np.zeros_like(m)  # (..., r, 1) running sum of exp(s - m)
+    acc = np.zeros(batch + (q_blk.shape[-2], v.shape[-1]), dtype=q_blk.dtype)  # (..., r, d_v)
+    for k0 in range(0, stop, cols):
+        c = slice(k0, min(k0 + cols, stop))
+        s = q_blk @ k_t[..., c]  # (..., r, c): the only block of scores
+        hide_(s, rows, c, n_q, n_k, mask, causal)
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # nothing visible yet: exp(-inf) stays 0
+        np.exp(np.subtract(s, shift, out=s), out=s)
+        rescale = np.exp(m - shift)  # (..., r, 1): old sums were taken against the old maximum
+        denom *= rescale
+        denom += s.sum(axis=-1, keepdims=True)
+        acc *= rescale
+        acc += s @ v[..., c, :]
+        m = m_new
+    return acc * safe_reciprocal(denom)  # a row that saw no key stays 0
+
+
+def hide_(s: np.ndarray, rows: slice, cols: slice, n_q: int, n_k: int, mask, causal: bool) -> None:
+    """Set to -inf, in place, the scores of block ``s`` (rows x cols) that the mask or causality hide."""
+    if mask is not None:
+        block = mask[..., rows, :] if mask.shape[-2] != 1 else mask
+        block = block[..., cols] if block.shape[-1] != 1 else block
+        np.copyto(s, -np.inf, where=~block)
+    first_row_sees = rows.start + n_k - n_q  # last key visible to the block's first row
+    if causal and cols.stop - 1 > first_row_sees:  # the diagonal crosses this block
+        np.copyto(s, -np.inf, where=~causal_rows(rows.start, rows.stop, n_q, n_k, cols))
+
+
+def block_sizes(block_size, n_q: int, n_k: int, batch_size: int) -> tuple[int, int]:
+    """``(query rows, keys)`` per block: the caller's, or sized so a block holds ~``TILE_ELEMENTS`` scores."""
+    if block_size is not None:
+        return _checks.check_block_size(block_size)
+    cols = max(1, min(n_k, KEY_BLOCK))
+    rows = max(16, TILE_ELEMENTS // (cols * max(1, batch_size)))
+    return max(1, min(n_q, rows)), cols
