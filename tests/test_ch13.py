@@ -12,9 +12,9 @@ import pathlib
 import re
 import sys
 
-import matplotlib
 import numpy as np
 import pytest
+from lessons import chinese_characters, run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "book" / "ch13-misconceptions.md"
@@ -23,30 +23,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def code_cells(text: str) -> list[str]:
-    return re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
-
-
 @pytest.fixture(scope="module")
 def chapter() -> dict:
     """The namespace left by running every code cell of the chapter."""
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ns: dict = {"__name__": "__chapter13__"}
-    for i, cell in enumerate(code_cells(CHAPTER.read_text(encoding="utf-8"))):
-        exec(compile(cell, f"{CHAPTER.name}[cell {i}]", "exec"), ns)  # noqa: S102 - our own chapter
-    plt.close("all")
-    return ns
+    return run_lesson(CHAPTER)
 
 
 def test_prose_covers_all_eight_misconceptions():
     text = CHAPTER.read_text(encoding="utf-8")
     headings = re.findall(r"^## 误区[一二三四五六七八]：", text, re.M)
     assert len(headings) == 8
-    prose = re.sub(r"```.*?```", "", text.split("---", 2)[2], flags=re.S)
-    n_chinese = len(re.findall(r"[\u4e00-\u9fff]", prose))
-    assert 1500 <= n_chinese <= 3500, n_chinese
+    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     assert "```{exercises} ch13-misconceptions" in text
     assert "```{selfcheck} selfchecks/ch13-misconceptions.yml" in text
     assert (ROOT / "book" / "selfchecks" / "ch13-misconceptions.yml").is_file()
