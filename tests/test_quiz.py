@@ -13,7 +13,9 @@ import math
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 
 import nbformat
 import numpy as np
@@ -401,10 +403,32 @@ def test_sample_sheets_are_release_notebooks_with_answers():
             assert TOTALS[name][sheet] == pytest.approx(sum(EXPECTED[name][sheet]))
 
 
+def _submissions(course, name) -> dict:
+    release = course.path("notebooks", name, f"{name}.ipynb")
+    submissions = {"source": course.path("solutions", name, f"{name}.ipynb"), "blank": release}
+    for sheet in EXPECTED[name]:
+        submissions[sheet] = ROOT / "grading" / "samples" / name / sheet / f"{name}.ipynb"
+    return submissions
+
+
+@pytest.fixture(scope="module")
+def graded(course):
+    """Both quizzes submitted by the source, a blank sheet and every kept sample; autograded; feedback made."""
+    for name in QUIZZES:
+        for student, path in _submissions(course, name).items():
+            dest = course.path("submitted", student, name)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest / f"{name}.ipynb")
+        course.nbgrader("autograde", name, "--force")
+        course.nbgrader("generate_feedback", name, "--force")
+    return course
+
+
 @pytest.mark.grading
 @pytest.mark.slow
 @pytest.mark.parametrize("name", QUIZZES)
-def test_autograde_source_blank_and_samples(course, name):
+def test_autograde_source_blank_and_samples(graded, name):
+    course = graded
     release = course.path("notebooks", name, f"{name}.ipynb")
     text = release.read_text(encoding="utf-8")
     assert "HIDDEN TESTS" not in text and "quiz.grade" not in text and "BEGIN SOLUTION" not in text
@@ -415,15 +439,7 @@ def test_autograde_source_blank_and_samples(course, name):
     assert len(answer_cells) == 10
     # The only assignment left in a released answer cell is the empty answer: no key slips through.
     assert all(re.findall(r"^answer\s*=.*$", c.source, re.M) == ['answer = ""'] for c in answer_cells)
-    submissions = {"source": course.path("solutions", name, f"{name}.ipynb"), "blank": release}
-    for sheet in EXPECTED[name]:
-        submissions[sheet] = ROOT / "grading" / "samples" / name / sheet / f"{name}.ipynb"
-    for student, path in submissions.items():
-        dest = course.path("submitted", student, name)
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dest / f"{name}.ipynb")
-    course.nbgrader("autograde", name, "--force")
-    course.nbgrader("generate_feedback", name, "--force")
+    submissions = _submissions(course, name)
 
     from nbgrader.api import Gradebook
 
@@ -452,3 +468,31 @@ def test_autograde_source_blank_and_samples(course, name):
     invalid = course.path("feedback", "invalid-answers", name, f"{name}.html").read_text(encoding="utf-8")
     assert "无效的字符" in invalid and "没有找到变量 answer" in invalid
     assert math.isclose(sum(EXPECTED[name]["all-correct"]), 13)
+
+
+@pytest.mark.grading
+@pytest.mark.browser
+@pytest.mark.parametrize("name", QUIZZES)
+def test_feedback_lines_wrap_in_a_1100px_window(graded, name, tmp_path):
+    """Every option's explanation is readable on the page: no output box scrolls sideways at 1100 px."""
+    from conftest import provision
+
+    page = tmp_path / "feedback.html"
+    html = graded.path("feedback", "all-correct", name, f"{name}.html").read_text(encoding="utf-8")
+    probe = """<script>window.addEventListener("load", () => {
+      const boxes = Array.from(document.querySelectorAll("div.output_area pre, div.output_subarea pre"));
+      const wide = boxes.filter(b => b.scrollWidth > b.clientWidth + 1);
+      document.title = "boxes:" + boxes.length + " wide:" + wide.length + " page:" +
+        (document.documentElement.scrollWidth > window.innerWidth + 1);
+    });</script></body>"""
+    page.write_text(html.replace("</body>", probe), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        run = subprocess.run([provision.find_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                              "--disable-background-networking", f"--user-data-dir={profile}", "--window-size=1100,900",
+                              "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=120, check=False)
+    title = re.search(r"<title>(.*?)</title>", run.stdout)
+    assert title, run.stderr[-2000:]
+    boxes, wide, page_scrolls = re.fullmatch(r"boxes:(\d+) wide:(\d+) page:(\w+)", title.group(1)).groups()
+    assert int(boxes) >= 10, "each question's feedback is printed output"
+    assert int(wide) == 0 and page_scrolls == "false", title.group(1)
