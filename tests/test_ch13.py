@@ -81,14 +81,19 @@ def test_q_k_v_differ_from_x_and_each_other(chapter):
 
 
 @pytest.mark.cjk_font
-def test_softmax_compresses_and_amplifies_with_correct_numbers(chapter):
+def test_compression_and_amplification_are_measured_by_the_score_difference(chapter):
     anp = chapter["anp"]
-    w_small, w_large = anp.softmax(chapter["small"]), anp.softmax(chapter["large"])
-    assert np.allclose(w_small, [0.686, 0.314], atol=5e-4)
-    assert w_small[0] / w_small[1] < chapter["small"][0] / chapter["small"][1]  # compressed
-    assert w_large[0] / w_large[1] > chapter["large"][0] / chapter["large"][1]  # amplified
+    small, large, lifted = chapter["small"], chapter["large"], chapter["lifted"]
+    for row in (small, large, lifted):
+        w = anp.softmax(row)
+        assert np.isclose(w[0] / w[1], np.exp(row[0] - row[1]))  # the weight ratio is e^delta, nothing else
+    assert chapter["ratios"]["分数差 0.78"] < np.e < 1000 < chapter["ratios"]["分数差 7.8"]
+    assert np.allclose(anp.softmax(small), [0.686, 0.314], atol=5e-4)
+    # the share of the row total is no baseline: a shift moves it, the weights stay
+    assert np.allclose(anp.softmax(small), anp.softmax(lifted))
+    assert abs(small[0] / small.sum() - lifted[0] / lifted.sum()) > 0.4
     four = anp.softmax(np.array([0.83, 0.05, 0.30, 0.30]))
-    assert np.allclose(four[:2], [0.38, 0.17], atol=0.005)  # where the seed's numbers come from
+    assert np.allclose(four[:2], [0.38, 0.17], atol=0.005)  # the often-quoted pair needs two more keys
 
 
 @pytest.mark.cjk_font
@@ -96,12 +101,16 @@ def test_gradient_vanishes_without_scaling(chapter):
     scaled, unscaled = np.array(chapter["grads"][True]), np.array(chapter["grads"][False])
     assert scaled.max() / scaled.min() < 1.5  # flat in d_k
     assert (np.diff(unscaled) < 0).all() and unscaled[-1] < 0.01 * scaled[-1]
+    assert chapter["falls"] == sorted(chapter["falls"]) and chapter["falls"][0] > 2  # shrinking faster and faster
 
 
 @pytest.mark.cjk_font
 def test_heads_differ_unless_weights_are_shared(chapter):
     assert chapter["head_gap"](chapter["heads"]) > 0.3
     assert chapter["head_gap"](chapter["same"]) < 1e-12
+    # the control shares one set of projections across heads, not one matrix across Q, K and V
+    assert not np.allclose(chapter["shared_q"], chapter["shared_k"])
+    assert not np.allclose(chapter["shared_k"], chapter["shared_v"])
 
 
 # --------------------------------------------------------------------------- the assignment

@@ -34,3 +34,39 @@ def test_eight_heads_of_512_scale_by_sqrt_64():
     by_512 = anp.softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(512))
     np.testing.assert_allclose(weights, by_64, rtol=1e-10)
     assert not np.allclose(weights, by_512, atol=1e-3)
+
+
+# The chapter each quiz question tests (reviewed by hand against the questions' text). The quiz notebooks'
+# introductions and the chapter 14 table must state the same chapters.
+QUESTION_CHAPTERS = {
+    "quiz-sdpa": {1: 3, 2: 4, 3: 5, 4: 4, 5: 7, 6: 2, 7: 8, 8: 7, 9: 6, 10: 9},
+    "quiz-qkv": {1: 2, 2: 2, 3: 4, 4: 5, 5: 6, 6: 9, 7: 10, 8: 3, 9: 11, 10: 5},
+}
+
+
+def chapter_ranges(chapters) -> str:
+    """``{2, 3, 4, 6}`` -> ``"2–4、6"``: runs of consecutive chapters, as the book writes them."""
+    ordered, runs = sorted(set(chapters)), []
+    for c in ordered:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return "、".join(f"{a}–{b}" if b > a else f"{a}" for a, b in runs)
+
+
+def test_chapter_ranges_are_stated_consistently():
+    import pathlib
+    import re
+
+    import nbformat
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    page = (root / "book" / "ch14-interview.md").read_text(encoding="utf-8")
+    assert chapter_ranges([2, 3, 4, 5, 6, 9, 10, 11]) == "2–6、9–11"
+    for name, chapters in QUESTION_CHAPTERS.items():
+        stated = chapter_ranges(chapters.values())
+        intro = nbformat.read(root / "solutions" / name / f"{name}.ipynb", as_version=4).cells[0].source
+        assert f"对应第 {stated} 章" in intro, (name, stated)
+        row = re.search(rf"^\| `{name}` .*\| 第 (\S+) 章 \|$", page, re.M)
+        assert row and row.group(1) == stated, (name, row and row.group(1), stated)

@@ -158,3 +158,31 @@ def test_quiz_answer_cells_are_released_as_an_empty_answer():
         assert all(c.source.splitlines()[-1] == 'answer = ""' for c in answers)
     ch05 = nbformat.read(RELEASE / "ch05-softmax" / "ch05-softmax.ipynb", as_version=4)
     assert "raise NotImplementedError()" in "".join(c.source for c in ch05.cells)
+
+
+def test_kept_samples_read_as_the_current_release():
+    """A sample submission is the current release with answers filled in: its fixed cells and checksums match.
+
+    After a change under solutions/: ``make release``, then ``python -m grading.refresh_samples``
+    (and ``python -m grading.samples`` for ch05-softmax).
+    """
+    sys.path.insert(0, str(REPO))
+    from grading.refresh_samples import nbgrader_meta as meta
+    from grading.refresh_samples import sample_notebooks
+
+    checked = 0
+    for name in ASSIGNMENTS:
+        released = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
+        release = {meta(c).get("grade_id"): c for c in released.cells}
+        for path in sample_notebooks(name):
+            for cell in nbformat.read(path, as_version=4).cells:
+                new = release.get(meta(cell).get("grade_id"))
+                if new is None:
+                    continue
+                checked += 1
+                where = f"{path.relative_to(REPO)} 的单元 {meta(cell)['grade_id']}"
+                fix = "请运行 python -m grading.refresh_samples"
+                assert meta(cell) == meta(new), f"{where} 的 nbgrader 元数据过期，{fix}"
+                if not meta(new).get("solution"):
+                    assert cell.source == new.source, f"{where} 与学生版不同，{fix}"
+    assert checked > 100

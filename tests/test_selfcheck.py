@@ -83,6 +83,21 @@ def test_ch05_facts_hold():
     assert np.array_equal(anp.softmax(np.array([1.0, 2.0]), mask=np.array([False, False])), np.zeros(2))
 
 
+def test_ch05_torch_is_not_uniform_about_fully_masked_rows():
+    """Question 3, option C: F.sdpa gives 0, F.softmax and nn.MultiheadAttention's weights give NaN."""
+    import torch
+    import torch.nn.functional as F
+
+    q = k = v = torch.randn(1, 1, 2, 4)
+    blocked = torch.tensor([[True, True], [False, False]])  # True = may attend; row 1 fully masked
+    assert (F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)[0, 0, 1] == 0).all()
+    assert torch.isnan(F.softmax(torch.full((3,), float("-inf")), dim=0)).all()
+    mha = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+    with torch.no_grad():
+        _, weights = mha(q[0], k[0], v[0], attn_mask=~blocked)  # its attn_mask: True = may NOT attend
+    assert torch.isnan(weights[0, 1]).all() and not torch.isnan(weights[0, 0]).any()
+
+
 def test_ch13_facts_hold():
     q, keys = np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [3.0, 3.0]])
     dots = anp.attention_scores(q, keys, scale=False)[0]
@@ -90,6 +105,15 @@ def test_ch13_facts_hold():
     assert dots.argmax() == 1 and cos.argmax() == 0 and abs(cos[1] - 0.71) < 0.01
     w = anp.softmax(np.array([0.83, 0.05]))
     assert np.allclose(w, [0.69, 0.31], atol=0.005) and 2.1 < w[0] / w[1] < 2.3
+    assert np.isclose(w[0] / w[1], np.exp(0.78))
+    # question 3, option B: removing token j changes the output by alpha_j (v_j - mean of the others)
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(1, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    out, weights = anp.scaled_dot_product_attention(q, k, v)
+    for j in range(5):
+        keep = np.arange(5) != j
+        without, _ = anp.scaled_dot_product_attention(q, k, v, mask=keep)
+        assert np.allclose(out - without, weights[0, j] * (v[j] - without))
 
 
 # --------------------------------------------------------------------------- the directive in a real build

@@ -21,7 +21,7 @@ def as_float_arrays(**named) -> list[np.ndarray]:
     for name, arr in arrays.items():
         if not np.isfinite(arr).all():
             raise ValueError(f"{name} 含有 NaN 或 inf (non-finite values in {name})；"
-                             f"若想屏蔽某些位置，请使用布尔 mask。")
+                             f"若想让某些位置被掩码，请使用布尔 mask。")
     return list(arrays.values())
 
 

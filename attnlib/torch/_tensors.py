@@ -36,7 +36,7 @@ def as_float_tensors(**named) -> list[torch.Tensor]:
     for name, t in tensors.items():
         if not all_finite(t):
             raise ValueError(f"{name} 含有 NaN 或 inf (non-finite values in {name})；"
-                             f"若想屏蔽某些位置，请使用布尔 mask。")
+                             f"若想让某些位置被掩码，请使用布尔 mask。")
     return list(tensors.values())
 
 
