@@ -269,6 +269,10 @@ def test_key_attention_needs_position_information():  # sdpa q08 D: permutation 
     out, _ = anp.scaled_dot_product_attention(*anp.qkv_projection(x, *w))
     out_p, _ = anp.scaled_dot_product_attention(*anp.qkv_projection(x[perm], *w))
     assert np.allclose(out_p, out[perm])
+    # ... but a causal mask breaks the symmetry: a decoder can read order from the mask itself
+    causal, _ = anp.scaled_dot_product_attention(*anp.qkv_projection(x, *w), causal=True)
+    causal_p, _ = anp.scaled_dot_product_attention(*anp.qkv_projection(x[perm], *w), causal=True)
+    assert not np.allclose(causal_p, causal[perm])
 
 
 def test_key_shared_projection_gives_symmetric_scores():  # qkv q02 C, sdpa q06 A
@@ -332,6 +336,11 @@ def test_key_score_matrix_grows_quadratically():  # qkv q07, q09 C
     q, k = rng.standard_normal((2, n, 8))
     cached = sum(anp.attention_scores(q[t:t + 1], k[: t + 1]).size for t in range(n))
     assert cached == n * (n + 1) // 2
+    # per step the cache cuts the work from t x t scores (recompute the prefix) to t (qkv q09 C's explanation);
+    # one forward pass over the whole sequence has nothing cached to reuse: all n x n scores
+    t = 20
+    assert anp.attention_scores(q[:t], k[:t]).size == t * t and anp.attention_scores(q[t - 1:t], k[:t]).size == t
+    assert anp.attention_scores(q, k).size == n * n
 
 
 # --------------------------------------------------------------------------- no key before grading
