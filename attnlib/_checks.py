@@ -177,3 +177,49 @@ def check_block_size(block_size) -> tuple[int, int]:
         raise ValueError(f"block_size 必须是正整数或两个正整数 (rows, keys)，收到 {block_size!r} "
                          f"(block_size must be a positive int or a pair of them)。")
     return sizes
+
+
+def check_no_zero_vector(name: str, has_zero: bool) -> None:
+    """A cosine needs a direction: raise ``ValueError`` when some row of ``name`` is the zero vector."""
+    if has_zero:
+        raise ValueError(f"{name} 含有零向量：零向量没有方向，余弦相似度没有定义 "
+                         f"(zero vector in {name}: the cosine is undefined)。")
+
+
+def check_count(name: str, n, minimum: int = 1) -> int:
+    """A size such as ``d_k`` or ``n_samples`` must be an int of at least ``minimum``."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < minimum:
+        raise ValueError(f"{name} 必须是不小于 {minimum} 的整数 (must be an int >= {minimum})，收到 {n!r}。")
+    return n
+
+
+def check_seed(seed) -> int:
+    """A random seed must be a non-negative int (both backends accept the same seeds)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed 必须是非负整数 (seed must be a non-negative int)，收到 {seed!r}。")
+    return seed
+
+
+def check_std(name: str, std) -> float:
+    """A standard deviation must be a finite real number > 0."""
+    try:
+        s = float(std)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} 必须是实数 (must be a real number)，收到 {std!r}。") from None
+    if not math.isfinite(s) or s <= 0:
+        raise ValueError(f"{name} 是标准差，必须是大于 0 的有限数 (must be > 0)，收到 {std!r}。")
+    return s
+
+
+def check_same_shape(named_shapes: dict) -> None:
+    """Raise ``ValueError`` unless every array has the same shape (no broadcasting)."""
+    if len({tuple(s) for s in named_shapes.values()}) > 1:
+        listing = ", ".join(f"{n}.shape={tuple(s)}" for n, s in named_shapes.items())
+        raise ValueError(f"这些输入的形状必须完全相同 (shape mismatch): {listing}。")
+
+
+def check_weights(has_bad: bool) -> None:
+    """Attention weights are probabilities: raise ``ValueError`` on a negative, NaN or infinite entry."""
+    if has_bad:
+        raise ValueError("weights 含有负数、NaN 或 inf：注意力权重应当是 softmax 的输出，"
+                         "每个元素在 [0, 1] 之内 (weights must be finite and non-negative)。")

@@ -211,8 +211,10 @@ def reference_functions(name: str) -> list:
 
     For each backend already imported (``attnlib.numpy`` always; ``attnlib.torch``
     only if loaded, so grading never pays for importing torch), this is the
-    public function plus every function defined in the same module (its private
-    helpers, e.g. ``softmax_``).
+    public function plus the helpers defined in the same module that the
+    backend does not export (e.g. ``softmax_``).  Other public functions of
+    that module stay allowed: forbidding ``cosine_scores`` must not forbid
+    ``attention_scores``, which lives beside it and which a student may use.
 
     Parameters
     ----------
@@ -231,7 +233,9 @@ def reference_functions(name: str) -> list:
         if not inspect.isfunction(func):
             continue
         home = sys.modules[func.__module__]
-        found += [f for f in vars(home).values() if inspect.isfunction(f) and f.__module__ == home.__name__]
+        public = set(getattr(module, "__all__", ())) - {name}
+        found += [f for f in vars(home).values()
+                  if inspect.isfunction(f) and f.__module__ == home.__name__ and f.__name__ not in public]
     if not found:
         raise ValueError(f"attnlib 中没有名为 {name!r} 的参考函数 (no attnlib reference function {name!r})。")
     return found

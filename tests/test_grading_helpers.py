@@ -262,6 +262,24 @@ def test_tripwire_fires_for_every_reference_function_of_the_module():
         grading.reference_functions("nope")
 
 
+def test_forbidding_one_public_function_leaves_its_public_neighbours_allowed():
+    """cosine_scores and attention_scores share a module; a student's cosine may call attention_scores."""
+    names = {f.__name__ for f in grading.reference_functions("cosine_scores")}
+    assert "cosine_scores" in names and "attention_scores" not in names
+
+    def cosine_via_scores(q, k):
+        unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)  # noqa: E731
+        return anp.attention_scores(unit(q), unit(k), scale=False)
+
+    checks = Checks(points=1, forbid="cosine_scores")
+    q, k = np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [3.0, 3.0]])
+    checks.close(checks.call(cosine_via_scores, q, k), [[1.0, 2 ** -0.5]], "余弦")
+    assert checks.score() == 1.0
+    cheat = Checks(points=1, forbid="cosine_scores")
+    cheat.close(cheat.call(lambda q, k: anp.cosine_scores(q, k), q, k), [[1.0, 2 ** -0.5]], "余弦")
+    assert cheat.score() == 0.0
+
+
 # ----------------------------------------------------------------- what nbgrader reads
 
 def test_nbgrader_reads_the_returned_number_as_partial_credit():

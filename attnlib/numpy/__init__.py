@@ -9,10 +9,12 @@ from .flash import flash_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads
 from .projection import qkv_projection
-from .scores import attention_scores
+from .scaling import dot_product_variance, sample_dot_products, softmax_grad_norm, weight_entropy
+from .scores import attention_scores, cosine_scores
 from .softmax import softmax
 
 __all__ = [
-    "attention_scores", "causal_mask", "flash_attention", "merge_heads", "multi_head_attention", "padding_mask",
-    "qkv_projection", "scaled_dot_product_attention", "sliding_window_mask", "softmax", "split_heads",
+    "attention_scores", "causal_mask", "cosine_scores", "dot_product_variance", "flash_attention", "merge_heads",
+    "multi_head_attention", "padding_mask", "qkv_projection", "sample_dot_products", "scaled_dot_product_attention",
+    "sliding_window_mask", "softmax", "softmax_grad_norm", "split_heads", "weight_entropy",
 ]
