@@ -93,15 +93,20 @@ def check_mask(mask_shape: tuple, mask_kind: str, mask_dtype, target: tuple, wha
                          f"(mask cannot broadcast to {tuple(target)})。")
 
 
+def check_positive(name: str, value, meaning: str = "") -> float:
+    """``value`` as a float; ``TypeError`` unless it is a real number, ``ValueError`` unless finite and > 0."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} 必须是实数 ({name} must be a real number)，收到 {value!r}。") from None
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} {meaning}必须是大于 0 的有限数 ({name} must be > 0)，收到 {value!r}。")
+    return x
+
+
 def check_temperature(temperature) -> float:
     """Temperature must be a finite real number > 0."""
-    try:
-        t = float(temperature)
-    except (TypeError, ValueError):
-        raise TypeError(f"temperature 必须是实数 (temperature must be a real number)，收到 {temperature!r}。") from None
-    if not math.isfinite(t) or t <= 0:
-        raise ValueError(f"temperature 必须是大于 0 的有限数 (temperature must be > 0)，收到 {temperature!r}。")
-    return t
+    return check_positive("temperature", temperature)
 
 
 def check_axis(axis: int, ndim: int) -> int:
@@ -202,13 +207,7 @@ def check_seed(seed) -> int:
 
 def check_std(name: str, std) -> float:
     """A standard deviation must be a finite real number > 0."""
-    try:
-        s = float(std)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} 必须是实数 (must be a real number)，收到 {std!r}。") from None
-    if not math.isfinite(s) or s <= 0:
-        raise ValueError(f"{name} 是标准差，必须是大于 0 的有限数 (must be > 0)，收到 {std!r}。")
-    return s
+    return check_positive(name, std, "是标准差，")
 
 
 def check_same_shape(named_shapes: dict) -> None:

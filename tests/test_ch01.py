@@ -13,6 +13,7 @@ import pathlib
 import re
 import sys
 
+import assignments
 import numpy as np
 import pytest
 import yaml
@@ -302,18 +303,6 @@ def test_selfcheck_statements_about_unmasked_attention():
 
 # --------------------------------------------------------------------------- the assignment
 
-def _with_cells(nb, replace: dict[str, str]):
-    """A copy of the notebook ``nb`` with the sources of some cells (by grade id) replaced."""
-    import copy
-
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in replace:
-            cell.source = replace[gid]
-    return nb
-
-
 NOISY_ATTENTION = '''
 import sys
 import warnings
@@ -333,27 +322,17 @@ def attention(q, k, v):
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
     import nbformat
-    from nbgrader.api import Gradebook
 
-    from grading.course import Course
-
-    course = Course(tmp_path)
-    course.add_sources([ASSIGNMENT])
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    release = course.path("notebooks", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-    text = release.read_text(encoding="utf-8")
-    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "def scaled_scores" in text
-    source = nbformat.read(course.path("solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), as_version=4)
+    course, release = assignments.generated(tmp_path, ASSIGNMENT)
+    assert "def scaled_scores" in release.read_text(encoding="utf-8")
+    source = assignments.source(course, ASSIGNMENT)
     wrong = ROOT / "grading" / "wrong" / ASSIGNMENT
     partial = {**read_wrong_solution(wrong / "weights_on_the_left.py")[2],
                **read_wrong_solution(wrong / "no_max_shift.py")[2]}
     subs = {"source": source, "blank": nbformat.read(release, as_version=4),
-            "partial": _with_cells(source, partial), "noisy": _with_cells(source, {"attention": NOISY_ATTENTION})}
-    for student, nb in subs.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        nbformat.write(nb, str(dest / f"{ASSIGNMENT}.ipynb"))
-    course.nbgrader("autograde", ASSIGNMENT, "--force")
+            "partial": assignments.with_cells(source, partial),
+            "noisy": assignments.with_cells(source, {"attention": NOISY_ATTENTION})}
+    got = assignments.autograde(course, ASSIGNMENT, subs)
     # per autograded cell: projections 2, scaled scores 3, attention 3 (the written answer is graded by hand)
     expected = {
         "source": [2, 3, 3],
@@ -365,9 +344,6 @@ def test_assignment_grades_as_intended(tmp_path):
         "blank": [0, 0, 0],
     }
     cells = ["test_projections", "test_scaled_scores", "test_attention"]
-    with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:
-        for student, scores in expected.items():
-            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-            got = {g.name: g.auto_score for g in nb.grades}
-            assert [got[c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got)
-            assert nb.max_score == 10
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
+        assert got[student]["max_score"] == 10

@@ -12,6 +12,7 @@ import re
 import sys
 import warnings
 
+import assignments
 import numpy as np
 import pytest
 import torch
@@ -230,18 +231,6 @@ def test_selfcheck_shapes():
 
 # --------------------------------------------------------------------------- the assignment
 
-def _with_cells(nb, replace: dict[str, str]):
-    """A copy of the notebook ``nb`` with the sources of some cells (by grade id) replaced."""
-    import copy
-
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in replace:
-            cell.source = replace[gid]
-    return nb
-
-
 NOISY_COUNT = '''
 import sys
 import warnings
@@ -259,29 +248,18 @@ def count_parameters(d_model, d_k, d_v=None, *, bias=False):
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
     import nbformat
-    from nbgrader.api import Gradebook
 
-    from grading.course import Course
-
-    course = Course(tmp_path)
-    course.add_sources([ASSIGNMENT])
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    release = course.path("notebooks", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-    text = release.read_text(encoding="utf-8")
-    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "class SelfAttention" in text
-    source = nbformat.read(course.path("solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), as_version=4)
+    course, release = assignments.generated(tmp_path, ASSIGNMENT)
+    assert "class SelfAttention" in release.read_text(encoding="utf-8")
+    source = assignments.source(course, ASSIGNMENT)
     wrong = ROOT / "grading" / "wrong" / ASSIGNMENT
     partial = {}
     for name in ("only_two_dimensions", "times_0_1", "values_counted_with_d_k"):
         partial.update(read_wrong_solution(wrong / f"{name}.py")[2])
     subs = {"source": source, "blank": nbformat.read(release, as_version=4),
-            "partial": _with_cells(source, partial),
-            "noisy": _with_cells(source, {"count_parameters": NOISY_COUNT})}
-    for student, nb in subs.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        nbformat.write(nb, str(dest / f"{ASSIGNMENT}.ipynb"))
-    course.nbgrader("autograde", ASSIGNMENT, "--force")
+            "partial": assignments.with_cells(source, partial),
+            "noisy": assignments.with_cells(source, {"count_parameters": NOISY_COUNT})}
+    got = assignments.autograde(course, ASSIGNMENT, subs)
     # per autograded cell: projection 2, class 4, count 2 (the written answer is graded by hand)
     expected = {
         "source": [2, 4, 2],
@@ -294,9 +272,6 @@ def test_assignment_grades_as_intended(tmp_path):
         "blank": [0, 0, 0],
     }
     cells = ["test_qkv_projection", "test_self_attention", "test_count_parameters"]
-    with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:
-        for student, scores in expected.items():
-            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-            got = {g.name: g.auto_score for g in nb.grades}
-            assert [got[c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got)
-            assert nb.max_score == 10
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got[student])
+        assert got[student]["max_score"] == 10

@@ -7,10 +7,10 @@ does) and every claim of its prose is asserted on the variables they leave.
 from __future__ import annotations
 
 import math
-import pathlib
 import re
 import sys
 
+import assignments
 import nbformat
 import numpy as np
 import pytest
@@ -181,30 +181,13 @@ def test_selfcheck_multiply_adds_and_shapes():
 
 # --------------------------------------------------------------------------- the assignment
 
-def _filled(release: pathlib.Path, sources: dict[str, str]) -> nbformat.NotebookNode:
-    """The release notebook with some answer cells replaced, as a student would fill them."""
-    nb = nbformat.read(release, as_version=4)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in sources:
-            cell.source = sources[gid]
-    return nb
-
-
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    from nbgrader.api import Gradebook
     from nbrun import read_wrong_solution, source_notebook
 
-    from grading.course import Course
-
-    course = Course(tmp_path)
-    course.add_sources([ASSIGNMENT])
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    release = course.path("notebooks", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-    text = release.read_text(encoding="utf-8")
-    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "def rank_keys" in text
+    course, release = assignments.generated(tmp_path, ASSIGNMENT)
+    assert "def rank_keys" in release.read_text(encoding="utf-8")
     model = {c.metadata.nbgrader.grade_id: c.source for c in source_notebook(ASSIGNMENT).cells
              if c.metadata.get("nbgrader", {}).get("solution")}
     _, _, wrong_rows = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "one_loop_over_keys_as_rows.py")
@@ -218,13 +201,10 @@ def test_assignment_grades_as_intended(tmp_path):
         "rank_keys": "import warnings\n\n" + model["rank_keys"].replace(
             '    q = np.asarray(q, dtype=float)', '    warnings.warn("排名中")\n    q = np.asarray(q, dtype=float)', 1),
     }
-    subs = {"source": nbformat.read(course.path("solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), as_version=4),
-            "blank": nbformat.read(release, as_version=4), "mixed": _filled(release, mixed)}
-    for student, nb in subs.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        nbformat.write(nb, dest / f"{ASSIGNMENT}.ipynb")
-    course.nbgrader("autograde", ASSIGNMENT, "--force")
+    blank = nbformat.read(release, as_version=4)
+    subs = {"source": assignments.source(course, ASSIGNMENT), "blank": blank,
+            "mixed": assignments.with_cells(blank, mixed)}
+    got = assignments.autograde(course, ASSIGNMENT, subs)
     cells = ["test_scores_double_loop", "test_scores_one_loop", "test_scores_matrix", "test_rank_keys"]
     expected = {
         "source": [2, 2, 2, 2],
@@ -232,9 +212,6 @@ def test_assignment_grades_as_intended(tmp_path):
         # the transposed one-loop form passes 2 of 6 checks (one loop, the ValueError); the reference scores 0
         "mixed": [2, 2 / 3, 0, 2],
     }
-    with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:
-        for student, scores in expected.items():
-            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-            got = {g.name: g.auto_score for g in nb.grades}
-            assert [got[c] for c in cells] == pytest.approx(scores, abs=1e-9), student
-            assert nb.max_score == 10  # 8 autograded + the written answer (2, by hand)
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
+        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)

@@ -10,10 +10,10 @@ a fraction measured on n samples a standard error of sqrt(p (1 - p) / n).
 from __future__ import annotations
 
 import math
-import pathlib
 import re
 import sys
 
+import assignments
 import nbformat
 import numpy as np
 import pytest
@@ -188,30 +188,13 @@ def test_selfcheck_what_scaling_does():
 
 # --------------------------------------------------------------------------- the assignment
 
-def _filled(release: pathlib.Path, sources: dict[str, str]) -> nbformat.NotebookNode:
-    """The release notebook with some answer cells replaced, as a student would fill them."""
-    nb = nbformat.read(release, as_version=4)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in sources:
-            cell.source = sources[gid]
-    return nb
-
-
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    from nbgrader.api import Gradebook
     from nbrun import read_wrong_solution, source_notebook
 
-    from grading.course import Course
-
-    course = Course(tmp_path)
-    course.add_sources([ASSIGNMENT])
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    release = course.path("notebooks", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-    text = release.read_text(encoding="utf-8")
-    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "def row_entropy" in text
+    course, release = assignments.generated(tmp_path, ASSIGNMENT)
+    assert "def row_entropy" in release.read_text(encoding="utf-8")
     model = {c.metadata.nbgrader.grade_id: c.source for c in source_notebook(ASSIGNMENT).cells
              if c.metadata.get("nbgrader", {}).get("solution")}
     _, _, wrong_axis = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "variance_over_the_wrong_axis.py")
@@ -225,13 +208,10 @@ def test_assignment_grades_as_intended(tmp_path):
             "    w = np.asarray(weights, dtype=float)",
             '    print("计算熵……", file=sys.stderr)\n    w = np.asarray(weights, dtype=float)', 1),
     }
-    subs = {"source": nbformat.read(course.path("solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), as_version=4),
-            "blank": nbformat.read(release, as_version=4), "mixed": _filled(release, mixed)}
-    for student, nb in subs.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        nbformat.write(nb, dest / f"{ASSIGNMENT}.ipynb")
-    course.nbgrader("autograde", ASSIGNMENT, "--force")
+    blank = nbformat.read(release, as_version=4)
+    subs = {"source": assignments.source(course, ASSIGNMENT), "blank": blank,
+            "mixed": assignments.with_cells(blank, mixed)}
+    got = assignments.autograde(course, ASSIGNMENT, subs)
     cells = ["test_dot_product_variance", "test_scaled_scores", "test_row_entropy"]
     expected = {
         "source": [3, 2, 3],
@@ -240,9 +220,6 @@ def test_assignment_grades_as_intended(tmp_path):
         # of the hidden part: 4 of 8; the reference gives 0; the noisy but right entropy keeps its 3 points
         "mixed": [1.5, 0, 3],
     }
-    with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:
-        for student, scores in expected.items():
-            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-            got = {g.name: g.auto_score for g in nb.grades}
-            assert [got[c] for c in cells] == pytest.approx(scores, abs=1e-9), student
-            assert nb.max_score == 10  # 8 autograded + the written answer (2, by hand)
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
+        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
