@@ -107,7 +107,7 @@ def test_output_only_path_in_small_blocks_gives_torchs_numbers(monkeypatch, n_q,
 
     monkeypatch.setattr(flash, "TILE_ELEMENTS", 1)  # 16 query rows per block
     monkeypatch.setattr(flash, "KEY_BLOCK", 13)  # blocks of keys that divide nothing here
-    assert flash.block_sizes(None, n_q, n_k, 2) == (16, 13)
+    assert flash.block_sizes(None, n_q, n_k, 2) == (16, 13) == flash.block_sizes(None, n_q, n_k, 2, causal=True)
     rng = np.random.default_rng(7)
     q, k, v = (rng.normal(size=(2, n, 8)).astype(dtype) for n in (n_q, n_k, n_k))
     mask = rng.random((2, n_q, n_k)) < 0.8

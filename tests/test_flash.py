@@ -45,6 +45,30 @@ def test_the_running_maximum_is_rescaled_when_a_later_block_beats_it():
     np.testing.assert_allclose(reversed_keys, got, rtol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_of_small_scores_skip_the_maximum_and_give_the_same_numbers(monkeypatch, dtype):
+    """A block whose scores are bounded (Cauchy-Schwarz) is exponentiated without a shift; a block with a
+    large score keeps the running maximum; both agree with exact attention and with each other."""
+    taken = []
+    for name in ("attend_block", "attend_block_small"):
+        real = getattr(flash, name)
+        monkeypatch.setattr(flash, name, lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.normal(size=(40, 8)).astype(dtype) for _ in range(3))
+    q[25] *= 100.0  # one row whose bound (and real scores) is far beyond exp_safe_limit
+    mask = rng.random((40, 40)) < 0.8
+    expected = exact(q, k, v, mask, causal=True)
+    got = anp.flash_attention(q, k, v, mask=mask, causal=True, block_size=(10, 7))
+    assert taken == ["attend_block_small"] * 2 + ["attend_block"] + ["attend_block_small"], taken
+    close = {"rtol": 2e-5, "atol": 2e-6} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+    np.testing.assert_allclose(got, expected, **close)
+    monkeypatch.setattr(flash, "BOUND_SHORTCUT", False)
+    taken.clear()
+    without = anp.flash_attention(q, k, v, mask=mask, causal=True, block_size=(10, 7))
+    assert taken == ["attend_block"] * 4
+    np.testing.assert_allclose(without, got, **close)
+
+
 def test_fully_masked_rows_are_zero_and_nothing_is_nan():
     rng = np.random.default_rng(2)
     q, k, v = rng.normal(size=(6, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 3))
@@ -98,6 +122,15 @@ def test_extra_memory_grows_with_the_block_not_with_n_squared():
         # A few (block x block) score blocks, the scaled q, the output and per-block temporaries of width d.
         assert peak <= 4 * block * block * 8 + 6 * io, (block, peak)
         assert peak < n * n * 8 / 4, "never near one n x n matrix"
+
+
+def test_default_blocks_hold_a_bounded_number_of_scores_and_causal_uses_several():
+    assert flash.block_sizes(None, 1024, 1024, 1) == (1024, 1024)  # one block of 1M scores
+    assert flash.block_sizes(None, 4096, 4096, 1) == (256, 4096)
+    assert flash.block_sizes(None, 1024, 1024, 1, causal=True) == (128, 1024)  # 8 blocks: the hidden keys are skipped
+    assert flash.block_sizes(None, 64, 64, 1, causal=True) == (16, 64)  # never fewer than 16 rows
+    assert flash.block_sizes(None, 8192, 8192, 1) == (256, 4096)
+    assert flash.block_sizes(None, 1024, 1024, 32) == (32, 1024)  # a batch shares the budget
 
 
 @pytest.mark.parametrize("bad", [0, -3, (4,), (4, 0), 2.5, (True, 3)])

@@ -35,7 +35,7 @@ def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None):
     n_q, n_k = q.shape[-2], k.shape[-2]
     if mask is not None:
         mask = as_mask(mask, batch + (n_q, n_k), q.device)
-    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch))
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
     q = q * (1.0 / math.sqrt(q.shape[-1]))
     blocks = [attend_block(q[..., r0:r0 + rows, :], k, v, slice(r0, min(r0 + rows, n_q)), n_q, mask, causal, cols,
                            batch) for r0 in range(0, n_q, rows)]
