@@ -5,7 +5,7 @@
 #                installs the CJK font and Chromium with apt, elsewhere the tests needing them skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
-#   make lab     JupyterLab on the student notebooks
+#   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
 #   make lock    rewrite constraints.txt from the current environment
@@ -34,7 +34,7 @@ grade: $(STAMP)
 	$(PY) scripts/grade_samples.py
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(PY) scripts/lab.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -1,0 +1,59 @@
+"""The student's own working copy of the exercises, and JupyterLab on it (``make lab``).
+
+``notebooks/`` is the release folder: ``make release`` deletes and regenerates
+it, and the tests compare it with a fresh generation, so a student must never
+write there.  ``make lab`` therefore opens ``student-work/`` instead (git
+ignores it; nothing in ``make release``, ``make book``, ``make test`` or a pull
+touches it):
+
+* each released notebook is copied there once, the first time it appears;
+* a notebook that already exists there is never overwritten, whatever changed
+  in the release (the student's answers are kept);
+* a chapter released later is added the next time ``make lab`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RELEASE = ROOT / "notebooks"
+WORKING_COPY = ROOT / "student-work"
+
+
+def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORKING_COPY) -> list[pathlib.Path]:
+    """Copy every released file that ``work`` does not have yet; never overwrite one. Returns the new files."""
+    added = []
+    for source in sorted(p for p in release.rglob("*") if p.is_file()):
+        if ".ipynb_checkpoints" in source.parts:
+            continue
+        target = work / source.relative_to(release)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        added.append(target)
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="在学生自己的作业目录上打开 JupyterLab (JupyterLab on your copy).")
+    parser.add_argument("--sync-only", action="store_true", help="只同步新发布的笔记本，不启动 JupyterLab")
+    args, lab_args = parser.parse_known_args(argv)
+    added = sync_working_copy(RELEASE, WORKING_COPY)
+    for path in added:
+        print(f"新的练习：{path.relative_to(ROOT)}")
+    print(f"你的作业目录是 {WORKING_COPY.relative_to(ROOT)}/：在这里作答，重新发布练习不会覆盖它。")
+    if args.sync_only:
+        return 0
+    lab = [str(pathlib.Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={WORKING_COPY}", *lab_args]
+    return subprocess.run(lab, env=os.environ, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
