@@ -222,3 +222,33 @@ def check_weights(has_bad: bool) -> None:
     if has_bad:
         raise ValueError("weights 含有负数、NaN 或 inf：注意力权重应当是 softmax 的输出，"
                          "每个元素在 [0, 1] 之内 (weights must be finite and non-negative)。")
+
+
+def check_self_attention(q_shape: tuple, k_shape: tuple) -> int:
+    """Self-attention needs as many queries as keys; returns that length n."""
+    if q_shape[-2] != k_shape[-2]:
+        raise ValueError(f"这里是自注意力，查询与键的个数必须相同 (self-attention needs n_q == n_k)："
+                         f"q.shape={q_shape}，k.shape={k_shape}。")
+    return q_shape[-2]
+
+
+def check_window(window) -> int:
+    """A window is a positive int (the query's own position included)."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError(f"window 必须是正整数 (window must be an int >= 1)，收到 {window!r}。")
+    return window
+
+
+def check_positions(name: str, positions, n: int):
+    """Distinct integer positions in ``[0, n)``, returned sorted as a NumPy int array."""
+    import numpy as np
+
+    arr = np.asarray(positions if len(positions) else [], dtype=object)
+    if arr.ndim != 1 or not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in arr):
+        raise TypeError(f"{name} 必须是一串整数位置 (a sequence of int positions)，收到 {positions!r}。")
+    arr = np.asarray(sorted(int(p) for p in arr), dtype=np.int64)
+    bad = [int(p) for p in arr if not 0 <= p < n]
+    if bad or len(set(arr.tolist())) != arr.size:
+        raise ValueError(f"{name} 的位置必须互不相同且在 [0, {n}) 之内 (positions must be distinct and in range)，"
+                         f"收到 {list(positions)!r}。")
+    return arr

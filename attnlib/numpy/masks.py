@@ -72,8 +72,8 @@ def padding_mask(lengths, n_k):
     return (np.arange(n_k) < lengths[:, None])[:, None, :]
 
 
-def sliding_window_mask(n, window, *, causal=False):
-    """Local attention: each query sees keys at most ``window - 1`` positions away.
+def sliding_window_mask(n, window, *, causal=False, global_tokens=()):
+    """Local attention: each query sees keys at most ``window - 1`` positions away, plus global positions.
 
     Parameters
     ----------
@@ -83,15 +83,21 @@ def sliding_window_mask(n, window, *, causal=False):
         Window size in positions, the query's own position included.
     causal : bool
         If True, only the ``window`` most recent positions (``i - window < j <= i``).
+    global_tokens : sequence of int
+        Positions that attend every key and are attended by every query (the
+        Longformer pattern; with ``causal`` still only ``j <= i``).
 
     Returns
     -------
     ndarray of bool, shape (n, n)
+        The dense reference of ``sliding_window_attention`` (chapter 10), which never builds it.
     """
-    _checks.check_sizes(n=n, window=window)
-    if window < 1:
-        raise ValueError(f"window 必须至少为 1 (window must be >= 1)，收到 {window}。")
+    _checks.check_sizes(n=n)
+    window = _checks.check_window(window)
+    glob = _checks.check_positions("global_tokens", global_tokens, n)
     offset = np.arange(n)[:, None] - np.arange(n)  # i - j
-    if causal:
-        return (offset >= 0) & (offset < window)
-    return np.abs(offset) < window
+    mask = (offset >= 0) & (offset < window) if causal else np.abs(offset) < window
+    is_global = np.zeros(n, dtype=bool)
+    is_global[glob] = True
+    mask |= is_global[:, None] | is_global[None, :]
+    return mask & (offset >= 0) if causal else mask

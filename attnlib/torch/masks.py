@@ -29,12 +29,14 @@ def padding_mask(lengths, n_k):
     return (torch.arange(n_k, device=lengths.device) < lengths[:, None])[:, None, :]
 
 
-def sliding_window_mask(n, window, *, causal=False):
-    """Local attention mask (n, n): keys at most ``window - 1`` positions away (only past ones if causal)."""
-    _checks.check_sizes(n=n, window=window)
-    if window < 1:
-        raise ValueError(f"window 必须至少为 1 (window must be >= 1)，收到 {window}。")
+def sliding_window_mask(n, window, *, causal=False, global_tokens=()):
+    """Local attention mask (n, n): keys at most ``window - 1`` away (past ones if causal), plus global rows/cols."""
+    _checks.check_sizes(n=n)
+    window = _checks.check_window(window)
+    glob = torch.as_tensor(_checks.check_positions("global_tokens", global_tokens, n))
     offset = torch.arange(n)[:, None] - torch.arange(n)  # i - j
-    if causal:
-        return (offset >= 0) & (offset < window)
-    return offset.abs() < window
+    mask = (offset >= 0) & (offset < window) if causal else offset.abs() < window
+    is_global = torch.zeros(n, dtype=torch.bool)
+    is_global[glob] = True
+    mask |= is_global[:, None] | is_global[None, :]
+    return mask & (offset >= 0) if causal else mask
