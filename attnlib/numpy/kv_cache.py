@@ -1,0 +1,145 @@
+"""The key-value cache of autoregressive decoding (chapter 11).
+
+When a decoder generates token t, causal attention lets the new query look at
+the keys and values of positions 0..t, and those of positions 0..t-1 are the
+same as at the previous step (a causal layer's output at a position never
+depends on later positions).  So they are kept, per layer, and only the new
+position's key and value are computed and appended: the attention work of step
+t drops from a t x t score matrix (recomputing the prefix) to one row of t
+scores.  The price is memory that grows with every token::
+
+    bytes = layers x 2 (K and V) x tokens x heads x d_head x bytes per number  (x batch)
+
+``KVCache`` stores them; :func:`cached_attention` appends a step's keys and
+values to a layer and attends the step's queries to everything cached.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from ._arrays import as_float_arrays
+from .attention import scaled_dot_product_attention
+
+
+class KVCache:
+    """Keys and values of every layer of a decoder, growing by the tokens appended.
+
+    Parameters
+    ----------
+    n_layers, n_heads, d_head : int >= 1
+        The decoder's shape; keys and values of one layer are (..., n_heads, tokens, d_head).
+    capacity : int >= 1
+        Tokens stored before the buffers grow (they double when full, so appending
+        t tokens one by one copies O(t) numbers in total, not O(t^2)).
+
+    Attributes
+    ----------
+    length : int
+        Tokens cached (in every layer, once each layer has received the step).
+    nbytes : int
+        Bytes of the cached keys and values: ``layers x 2 x length x heads x d_head x itemsize (x batch)``.
+    """
+
+    def __init__(self, n_layers, n_heads, d_head, *, capacity=64):
+        self.n_layers = _checks.check_count("n_layers", n_layers)
+        self.n_heads = _checks.check_count("n_heads", n_heads)
+        self.d_head = _checks.check_count("d_head", d_head)
+        self._capacity = _checks.check_count("capacity", capacity)
+        self._keys = [None] * self.n_layers  # per layer: (..., heads, capacity, d_head)
+        self._values = [None] * self.n_layers
+        self._lengths = [0] * self.n_layers
+
+    @property
+    def length(self) -> int:
+        return min(self._lengths)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._stored_bytes(layer) for layer in range(self.n_layers))
+
+    def append(self, layer, k, v):
+        """Add keys ``k`` and values ``v`` of new positions, (..., n_heads, t_new, d_head), to ``layer``.
+
+        Returns
+        -------
+        keys, values : ndarray, shape (..., n_heads, length, d_head)
+            Everything this layer has cached, the new positions last (views, no copy).
+        """
+        layer = self._check_layer(layer)
+        k, v = as_float_arrays(k=k, v=v)
+        self._check_step(k.shape, v.shape, layer)
+        start, stop = self._lengths[layer], self._lengths[layer] + k.shape[-2]
+        if self._keys[layer] is None or stop > self._keys[layer].shape[-2]:
+            self._grow(layer, k, stop)
+        self._keys[layer][..., start:stop, :] = k
+        self._values[layer][..., start:stop, :] = v
+        self._lengths[layer] = stop
+        return self.read(layer)
+
+    def read(self, layer):
+        """The cached keys and values of ``layer``: (..., n_heads, length, d_head) each (views)."""
+        layer = self._check_layer(layer)
+        if self._keys[layer] is None:
+            raise ValueError(f"第 {layer} 层还没有缓存任何键和值 (layer {layer} is empty)。")
+        n = self._lengths[layer]
+        return self._keys[layer][..., :n, :], self._values[layer][..., :n, :]
+
+    def _grow(self, layer, like, needed: int) -> None:
+        """Reallocate ``layer``'s buffers with at least ``needed`` tokens of room, keeping what is cached."""
+        old_k, old_v, n = self._keys[layer], self._values[layer], self._lengths[layer]
+        capacity = max(self._capacity, needed, 2 * (old_k.shape[-2] if old_k is not None else 0))
+        shape = like.shape[:-2] + (capacity, self.d_head)
+        self._keys[layer] = np.zeros(shape, dtype=like.dtype)
+        self._values[layer] = np.zeros(shape, dtype=like.dtype)
+        if old_k is not None:
+            self._keys[layer][..., :n, :] = old_k[..., :n, :]
+            self._values[layer][..., :n, :] = old_v[..., :n, :]
+
+    def _stored_bytes(self, layer: int) -> int:
+        keys = self._keys[layer]
+        if keys is None:
+            return 0
+        per_token = int(np.prod(keys.shape[:-2], dtype=np.int64)) * self.d_head * keys.itemsize
+        return 2 * self._lengths[layer] * per_token
+
+    def _check_layer(self, layer) -> int:
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer 必须是 0 到 {self.n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
+        return layer
+
+    def _check_step(self, k_shape: tuple, v_shape: tuple, layer: int) -> None:
+        want = f"(..., {self.n_heads}, t, {self.d_head})"
+        for name, shape in (("k", k_shape), ("v", v_shape)):
+            if len(shape) < 3 or shape[-3] != self.n_heads or shape[-1] != self.d_head:
+                raise ValueError(f"{name} 的形状应为 {want}，收到 {name}.shape={shape} (cache shape mismatch)。")
+        if k_shape != v_shape:
+            raise ValueError(f"k 与 v 的形状必须相同：k.shape={k_shape}，v.shape={v_shape} (shape mismatch)。")
+        cached = self._keys[layer]
+        if cached is not None and cached.shape[:-2] != k_shape[:-2]:
+            raise ValueError(f"新的键的批量形状 {k_shape[:-2]} 与缓存中的 {cached.shape[:-2]} 不同 (batch mismatch)。")
+
+
+def cached_attention(q, k, v, cache, layer):
+    """One decoding step of one layer: append ``k``, ``v`` to the cache, attend ``q`` to everything cached.
+
+    Parameters
+    ----------
+    q, k, v : array_like of float, shape (..., n_heads, t_new, d_head)
+        The new positions' queries, keys and values (``t_new = 1`` per generated
+        token; the whole prompt at once for the first step).
+    cache : KVCache
+    layer : int
+
+    Returns
+    -------
+    ndarray, shape (..., n_heads, t_new, d_head)
+        Causal attention of the new queries over all cached positions (bottom-right
+        aligned: new query i sees the cache and new positions up to i), equal to
+        full causal attention over the whole sequence at these positions.
+    """
+    keys, values = cache.append(layer, k, v)  # (..., h, length, d_head)
+    (q,) = as_float_arrays(q=q)
+    out, _ = scaled_dot_product_attention(q, keys, values, causal=True, need_weights=False)
+    return out

@@ -1,0 +1,96 @@
+"""The key-value cache of autoregressive decoding (chapter 11), torch backend: any device, dtype of the inputs."""
+
+from __future__ import annotations
+
+import math
+
+from .. import _checks
+from ._tensors import as_float_tensors
+from .attention import scaled_dot_product_attention
+
+
+class KVCache:
+    """Keys and values of every layer of a decoder; same contract as ``attnlib.numpy.KVCache``.
+
+    ``append(layer, k, v)`` takes (..., n_heads, t_new, d_head) tensors and returns every cached
+    key and value of the layer (views); ``read(layer)`` returns them; ``length`` counts cached
+    tokens; ``nbytes`` is ``layers x 2 x length x heads x d_head x element size (x batch)``.
+    Buffers live on the device of the first keys appended and double when full.
+    """
+
+    def __init__(self, n_layers, n_heads, d_head, *, capacity=64):
+        self.n_layers = _checks.check_count("n_layers", n_layers)
+        self.n_heads = _checks.check_count("n_heads", n_heads)
+        self.d_head = _checks.check_count("d_head", d_head)
+        self._capacity = _checks.check_count("capacity", capacity)
+        self._keys = [None] * self.n_layers
+        self._values = [None] * self.n_layers
+        self._lengths = [0] * self.n_layers
+
+    @property
+    def length(self) -> int:
+        return min(self._lengths)
+
+    @property
+    def nbytes(self) -> int:
+        total = 0
+        for keys, n in zip(self._keys, self._lengths, strict=True):
+            if keys is not None:
+                total += 2 * n * math.prod(keys.shape[:-2]) * self.d_head * keys.element_size()
+        return total
+
+    def append(self, layer, k, v):
+        """Add (..., n_heads, t_new, d_head) keys and values to ``layer``; return all of its cache (views)."""
+        layer = self._check_layer(layer)
+        k, v = as_float_tensors(k=k, v=v)
+        self._check_step(tuple(k.shape), tuple(v.shape), layer)
+        start, stop = self._lengths[layer], self._lengths[layer] + k.shape[-2]
+        if self._keys[layer] is None or stop > self._keys[layer].shape[-2]:
+            self._grow(layer, k, stop)
+        self._keys[layer][..., start:stop, :] = k.detach()
+        self._values[layer][..., start:stop, :] = v.detach()
+        self._lengths[layer] = stop
+        return self.read(layer)
+
+    def read(self, layer):
+        """The cached keys and values of ``layer``: (..., n_heads, length, d_head) each."""
+        layer = self._check_layer(layer)
+        if self._keys[layer] is None:
+            raise ValueError(f"第 {layer} 层还没有缓存任何键和值 (layer {layer} is empty)。")
+        n = self._lengths[layer]
+        return self._keys[layer][..., :n, :], self._values[layer][..., :n, :]
+
+    def _grow(self, layer, like, needed: int) -> None:
+        old_k, old_v, n = self._keys[layer], self._values[layer], self._lengths[layer]
+        capacity = max(self._capacity, needed, 2 * (old_k.shape[-2] if old_k is not None else 0))
+        shape = (*like.shape[:-2], capacity, self.d_head)
+        self._keys[layer] = like.new_zeros(shape)
+        self._values[layer] = like.new_zeros(shape)
+        if old_k is not None:
+            self._keys[layer][..., :n, :] = old_k[..., :n, :]
+            self._values[layer][..., :n, :] = old_v[..., :n, :]
+
+    def _check_layer(self, layer) -> int:
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer 必须是 0 到 {self.n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
+        return layer
+
+    def _check_step(self, k_shape: tuple, v_shape: tuple, layer: int) -> None:
+        want = f"(..., {self.n_heads}, t, {self.d_head})"
+        for name, shape in (("k", k_shape), ("v", v_shape)):
+            if len(shape) < 3 or shape[-3] != self.n_heads or shape[-1] != self.d_head:
+                raise ValueError(f"{name} 的形状应为 {want}，收到 {name}.shape={shape} (cache shape mismatch)。")
+        if k_shape != v_shape:
+            raise ValueError(f"k 与 v 的形状必须相同：k.shape={k_shape}，v.shape={v_shape} (shape mismatch)。")
+        cached = self._keys[layer]
+        if cached is not None and tuple(cached.shape[:-2]) != k_shape[:-2]:
+            raise ValueError(f"新的键的批量形状 {k_shape[:-2]} 与缓存中的 {tuple(cached.shape[:-2])} 不同 "
+                             f"(batch mismatch)。")
+
+
+def cached_attention(q, k, v, cache, layer):
+    """Append ``k``, ``v`` to ``cache`` at ``layer`` and attend ``q`` (..., h, t_new, d_head) causally to all of it."""
+    keys, values = cache.append(layer, k, v)
+    (q,) = as_float_tensors(q=q)
+    out, _ = scaled_dot_product_attention(q, keys, values, causal=True, need_weights=False)
+    return out

@@ -1,0 +1,96 @@
+"""KVCache and cached_attention (chapter 11): cached decoding equals full causal attention, and its memory is the formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import numpy as anp
+from attnlib import torch as att
+from conftest import tol, to_torch
+
+
+@pytest.mark.parametrize("prompt", [1, 5])
+def test_decoding_step_by_step_equals_full_causal_attention(backend, prompt):
+    """A 2-layer stack: the prompt at once, then one token per step; every step's outputs equal full attention's."""
+    rng = np.random.default_rng(prompt)
+    layers, heads, d, n = 2, 3, 4, 12
+    q, k, v = rng.normal(size=(3, layers, 2, heads, n, d))  # (layers, batch, heads, n, d_head) each
+    cache = backend.lib.KVCache(layers, heads, d, capacity=2)  # tiny capacity: the buffers must grow
+    steps = [slice(0, prompt)] + [slice(t, t + 1) for t in range(prompt, n)]
+    for s in steps:
+        for layer in range(layers):
+            got = backend.call("cached_attention", q[layer][..., s, :], k[layer][..., s, :], v[layer][..., s, :],
+                               cache, layer)
+            full, _ = anp.scaled_dot_product_attention(q[layer][..., : s.stop, :], k[layer][..., : s.stop, :],
+                                                       v[layer][..., : s.stop, :], causal=True)
+            np.testing.assert_allclose(got, full[..., s, :], **tol(np.float64))
+    assert cache.length == n
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nbytes_is_the_formula(backend, dtype):
+    layers, heads, d, batch, tokens = 3, 4, 8, 2, 10
+    cache = backend.lib.KVCache(layers, heads, d)
+    assert cache.nbytes == 0 and cache.length == 0
+    x = np.ones((batch, heads, tokens, d), dtype=dtype)
+    for layer in range(layers):
+        cache.append(layer, backend.arr(x), backend.arr(x))
+    itemsize = np.dtype(dtype).itemsize
+    assert cache.nbytes == layers * 2 * tokens * heads * d * itemsize * batch
+    keys, values = cache.read(1)
+    assert tuple(keys.shape) == (batch, heads, tokens, d) and tuple(values.shape) == (batch, heads, tokens, d)
+
+
+def test_length_counts_tokens_every_layer_has(backend):
+    cache = backend.lib.KVCache(2, 1, 2)
+    x = backend.arr(np.ones((1, 3, 2)))
+    cache.append(0, x, x)
+    assert cache.length == 0  # layer 1 has nothing yet
+    cache.append(1, x, x)
+    assert cache.length == 3
+
+
+def test_appending_one_token_at_a_time_copies_linearly_not_quadratically():
+    cache = anp.KVCache(1, 1, 1, capacity=1)
+    grows = []
+    real = cache._grow
+    cache._grow = lambda *a: grows.append(a[-1]) or real(*a)
+    for _ in range(1000):
+        cache.append(0, np.ones((1, 1, 1)), np.ones((1, 1, 1)))
+    assert len(grows) <= 11  # capacity doubles: 1, 2, 4, ... 1024
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda lib, c: c.append(2, np.ones((1, 1, 2)), np.ones((1, 1, 2))), "layer"),
+    (lambda lib, c: c.append(0, np.ones((2, 1, 2)), np.ones((2, 1, 2))), "形状"),
+    (lambda lib, c: c.append(0, np.ones((1, 1, 2)), np.ones((1, 2, 2))), "形状"),
+    (lambda lib, c: c.read(1), "还没有缓存"),
+])
+def test_bad_use_is_refused_in_chinese(backend, call, match):
+    cache = backend.lib.KVCache(2, 1, 2)
+    wrap = (lambda a: a) if backend.name == "numpy" else to_torch
+    with pytest.raises(ValueError, match=match):
+        call(backend.lib, _Wrapped(cache, wrap))
+
+
+class _Wrapped:
+    """The cache with numpy arguments converted for the torch backend."""
+
+    def __init__(self, cache, wrap):
+        self.cache, self.wrap = cache, wrap
+
+    def append(self, layer, k, v):
+        return self.cache.append(layer, self.wrap(k), self.wrap(v))
+
+    def read(self, layer):
+        return self.cache.read(layer)
+
+
+def test_torch_cache_follows_the_inputs_device_and_dtype(device):
+    cache = att.KVCache(1, 2, 3)
+    x = torch.ones(2, 4, 3, dtype=torch.float32, device=device)
+    keys, _ = cache.append(0, x, x)
+    assert keys.device.type == device and keys.dtype == torch.float32
+    assert cache.nbytes == 2 * 4 * 2 * 3 * 4
