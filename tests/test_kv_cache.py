@@ -8,7 +8,7 @@ import torch
 
 from attnlib import numpy as anp
 from attnlib import torch as att
-from conftest import tol, to_torch
+from conftest import to_torch, tol
 
 
 @pytest.mark.parametrize("prompt", [1, 5])
