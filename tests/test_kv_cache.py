@@ -1,4 +1,4 @@
-"""KVCache and cached_attention (chapter 11): cached decoding equals full causal attention, and its memory is the formula."""
+"""KVCache and cached_attention (chapter 11): cached decoding equals full causal attention; memory is the formula."""
 
 from __future__ import annotations
 
