@@ -46,27 +46,46 @@ def test_the_running_maximum_is_rescaled_when_a_later_block_beats_it():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_blocks_of_small_scores_skip_the_maximum_and_give_the_same_numbers(monkeypatch, dtype):
-    """A block whose scores are bounded (Cauchy-Schwarz) is exponentiated without a shift; a block with a
-    large score keeps the running maximum; both agree with exact attention and with each other."""
-    taken = []
-    for name in ("attend_block", "attend_block_small"):
-        real = getattr(flash, name)
-        monkeypatch.setattr(flash, name, lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+def test_rows_of_small_scores_skip_the_shift_and_give_the_same_numbers(monkeypatch, dtype):
+    """Rows whose scores are bounded (Cauchy-Schwarz) are exponentiated without a shift; a row with a large score
+    keeps its running maximum; with the shortcut on or off, both agree with exact attention."""
     rng = np.random.default_rng(9)
     q, k, v = (rng.normal(size=(40, 8)).astype(dtype) for _ in range(3))
     q[25] *= 100.0  # one row whose bound (and real scores) is far beyond exp_safe_limit
+    small = flash.rows_with_small_scores(q / np.sqrt(8), k, causal=True)[:, 0]
+    assert not small[25] and small[np.arange(40) != 25].all()
     mask = rng.random((40, 40)) < 0.8
-    expected = exact(q, k, v, mask, causal=True)
-    got = anp.flash_attention(q, k, v, mask=mask, causal=True, block_size=(10, 7))
-    assert taken == ["attend_block_small"] * 2 + ["attend_block"] + ["attend_block_small"], taken
     close = {"rtol": 2e-5, "atol": 2e-6} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
-    np.testing.assert_allclose(got, expected, **close)
-    monkeypatch.setattr(flash, "BOUND_SHORTCUT", False)
-    taken.clear()
-    without = anp.flash_attention(q, k, v, mask=mask, causal=True, block_size=(10, 7))
-    assert taken == ["attend_block"] * 4
-    np.testing.assert_allclose(without, got, **close)
+    for user_mask in (None, mask):
+        expected = exact(q, k, v, user_mask, causal=True)
+        got = anp.flash_attention(q, k, v, mask=user_mask, causal=True, block_size=(10, 7))
+        np.testing.assert_allclose(got, expected, **close)
+        monkeypatch.setattr(flash, "BOUND_SHORTCUT", False)
+        without = anp.flash_attention(q, k, v, mask=user_mask, causal=True, block_size=(10, 7))
+        monkeypatch.setattr(flash, "BOUND_SHORTCUT", True)
+        np.testing.assert_allclose(without, got, **close)
+
+
+def test_a_rows_shortcut_depends_only_on_the_keys_it_sees():
+    """With causal attention a later, longer key must not change whether an earlier row skips its shift."""
+    rng = np.random.default_rng(10)
+    q, k = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    before = flash.rows_with_small_scores(q, k, causal=True)[:, 0]
+    k[5] *= 1e3
+    after = flash.rows_with_small_scores(q, k, causal=True)[:, 0]
+    assert before.all() and after[:5].all() and not after[5]
+    assert not flash.rows_with_small_scores(q, k, causal=False)[:, 0].any()  # without causality every row sees k_5
+
+
+def test_causal_outputs_are_bit_for_bit_independent_of_later_positions():
+    """Blocks mixing small and large rows: changing later keys and values never changes earlier outputs at all."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.normal(size=(2, 30, 5)) for _ in range(3))
+    out = anp.flash_attention(q, k, v, causal=True, block_size=(8, 4))
+    k2, v2 = k.copy(), v.copy()
+    k2[:, 20:], v2[:, 20:] = rng.normal(scale=100.0, size=(2, 2, 10, 5))
+    out2 = anp.flash_attention(q, k2, v2, causal=True, block_size=(8, 4))
+    np.testing.assert_array_equal(out[:, :20], out2[:, :20])
 
 
 def test_fully_masked_rows_are_zero_and_nothing_is_nan():

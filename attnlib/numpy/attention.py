@@ -59,8 +59,9 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, causal=False, need_weigh
     if not need_weights:
         return tiled_attention(q, k, v, mask=mask, causal=causal), None
     d_k = q.shape[-1]
-    scores = (q * (1.0 / math.sqrt(d_k))) @ np.swapaxes(k, -1, -2)  # (..., n_q, n_k) = Q K^T / sqrt(d_k)
+    # Q K^T / sqrt(d_k), (..., n_q, n_k): scaling q costs n_q d_k products, not n_q n_k
+    scores = (q * (1.0 / math.sqrt(d_k))) @ np.swapaxes(k, -1, -2)
     if causal:
         hide_future_(scores)  # keys after a query's own position: -inf
-    weights = softmax_(scores, axis=-1, mask=mask)  # in place: the scores become the weights
+    weights = softmax_(scores, axis=-1, mask=mask)  # in place: scores become weights
     return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)

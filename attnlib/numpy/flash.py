@@ -42,7 +42,8 @@ from .softmax import safe_reciprocal
 TILE_ELEMENTS = 1 << 20
 #: Default number of keys per block.
 KEY_BLOCK = 4096
-#: Skip the running maximum for a block whose scores are provably small (see ``attend_block_small``).
+#: Rows whose scores are provably small skip the shift, and blocks made only of them the maximum
+#: (see ``rows_with_small_scores``; ``make bench`` shows the gain).
 BOUND_SHORTCUT = True
 #: Causal attention uses at least this many query blocks by default: a block skips the keys right of
 #: its last query, so finer blocks skip more of the hidden half (``make bench`` shows the gain).
@@ -87,35 +88,45 @@ def tiled_attention(q, k, v, *, mask=None, causal=False, block_size=None) -> np.
     rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale the queries once, not every block of scores
     k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
-    q_norm, k_norm = np.linalg.norm(q, axis=-1), np.linalg.norm(k, axis=-1)  # (..., n_q), (..., n_k)
-    small = exp_safe_limit(q.dtype) if BOUND_SHORTCUT else -1.0
+    small = rows_with_small_scores(q, k, causal) if BOUND_SHORTCUT and mask is None else None  # (..., n_q, 1)
     out = np.empty(batch + (n_q, v.shape[-1]), dtype=q.dtype)  # (..., n_q, d_v)
     for start in range(0, n_q, rows):
         r = slice(start, min(start + rows, n_q))
         stop = min(n_k, max(0, r.stop + n_k - n_q)) if causal else n_k  # keys right of this: hidden from all
-        # Cauchy-Schwarz: |q_i . k_j| <= |q_i| |k_j| bounds every score of the block
-        bound = q_norm[..., r].max(initial=0.0) * k_norm[..., :stop].max(initial=0.0)
-        attend = attend_block_small if bound <= small else attend_block
-        out[..., r, :] = attend(q[..., r, :], k_t, v, r, n_q, mask, causal, cols, stop, batch)
+        small_rows = None if small is None else small[..., r, :]
+        out[..., r, :] = attend_block(q[..., r, :], k_t, v, r, n_q, mask, causal, cols, stop, batch, small_rows)
     return out
 
 
-def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols: int, stop: int, batch: tuple):
+def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols: int, stop: int, batch: tuple,
+                 small=None):
     """One block of (scaled) queries against the key blocks it may see (keys ``:stop``), with an online softmax.
 
     ``q_blk`` (..., r, d_k), ``k_t`` (..., d_k, n_k), ``v`` (..., n_k, d_v); returns the output rows (..., r, d_v).
+    ``small`` (..., r, 1), optional: rows whose scores are provably small (see
+    :func:`rows_with_small_scores`) keep a shift of 0 instead of their running
+    maximum; when every row of the block is small, the maximum is never computed.
     """
     n_k = k_t.shape[-1]
+    skip_max = small is not None and bool(small.all())
     m = denom = acc = None  # running max (..., r, 1); sums of exp(s - m) (..., r, 1) and of exp(s - m) v (..., r, d_v)
     for k0 in range(0, stop, cols):
         c = slice(k0, min(k0 + cols, stop))
         s = q_blk @ k_t[..., c]  # (..., r, c): the only block of scores
         hide_(s, rows, c, n_q, n_k, mask, causal)
-        m_new = s.max(axis=-1, keepdims=True) if m is None else np.maximum(m, s.max(axis=-1, keepdims=True))
-        shift = np.where(np.isfinite(m_new), m_new, 0)  # nothing visible yet: exp(-inf) stays 0
-        np.exp(np.subtract(s, shift, out=s), out=s)
-        if m is None:  # the first block starts the running sums
+        if skip_max:  # every score is small: exp needs no shift, so there is nothing to track or rescale
+            np.exp(s, out=s)
+            m_new = None
+        else:
+            m_new = s.max(axis=-1, keepdims=True) if m is None else np.maximum(m, s.max(axis=-1, keepdims=True))
+            if small is not None:
+                m_new = np.where(small, 0.0, m_new)  # a small row keeps shift 0, whatever its neighbours need
+            shift = np.where(np.isfinite(m_new), m_new, 0)  # nothing visible yet: exp(-inf) stays 0
+            np.exp(np.subtract(s, shift, out=s), out=s)
+        if denom is None:  # the first block starts the running sums
             denom, acc = s.sum(axis=-1, keepdims=True), s @ v[..., c, :]
+        elif m_new is None:
+            denom, acc = denom + s.sum(axis=-1, keepdims=True), acc + s @ v[..., c, :]
         else:  # a later block: what was summed against the old maximum is rescaled to the new one
             rescale = np.exp(m - shift)  # (..., r, 1)
             denom = denom * rescale + s.sum(axis=-1, keepdims=True)
@@ -126,25 +137,25 @@ def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols:
     return acc * safe_reciprocal(denom)  # a row that saw no key stays 0
 
 
-def attend_block_small(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols: int, stop: int,
-                       batch: tuple):
-    """:func:`attend_block` when every score is known to be small: ``exp`` needs no shift, so no maximum is kept.
+def rows_with_small_scores(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
+    """Which query rows can skip the shift: Cauchy-Schwarz bounds every score, ``|q_i . k_j| <= |q_i| |k_j|``.
 
-    Softmax is shift-invariant; the shift only keeps ``exp`` from overflowing and the row sums from
-    underflowing, which cannot happen when ``|score| <= exp_safe_limit``.  This skips two passes
-    over every block of scores (the maximum and the subtraction).
+    ``q`` (scaled) is (..., n_q, d_k), ``k`` (..., n_k, d_k).  Row i's bound uses only the
+    keys row i may see (with ``causal``, a running maximum of the key lengths up to its
+    last visible key), so what a row computes never depends on keys it cannot see.
+    Returns a boolean (..., n_q, 1): True where the bound is at most :func:`exp_safe_limit`.
+    Softmax is shift-invariant; the shift only keeps ``exp`` from overflowing and the row
+    sums from underflowing, which cannot happen below that bound.
     """
-    n_k = k_t.shape[-1]
-    denom = np.zeros(batch + (q_blk.shape[-2], 1), dtype=q_blk.dtype)  # (..., r, 1)
-    acc = np.zeros(batch + (q_blk.shape[-2], v.shape[-1]), dtype=q_blk.dtype)  # (..., r, d_v)
-    for k0 in range(0, stop, cols):
-        c = slice(k0, min(k0 + cols, stop))
-        s = q_blk @ k_t[..., c]  # (..., r, c)
-        hide_(s, rows, c, n_q, n_k, mask, causal)
-        np.exp(s, out=s)
-        denom += s.sum(axis=-1, keepdims=True)
-        acc += s @ v[..., c, :]
-    return acc * safe_reciprocal(denom)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    q_norm, k_norm = np.linalg.norm(q, axis=-1), np.linalg.norm(k, axis=-1)  # (..., n_q), (..., n_k)
+    if causal:
+        last = np.arange(n_q) + (n_k - n_q)  # each row's last visible key (< 0: none)
+        seen = np.maximum.accumulate(k_norm, axis=-1)[..., np.clip(last, 0, max(n_k - 1, 0))] if n_k else 0.0
+        longest = np.where(last >= 0, seen, 0.0)  # (..., n_q)
+    else:
+        longest = k_norm.max(axis=-1, keepdims=True, initial=0.0)  # (..., 1)
+    return (q_norm * longest <= exp_safe_limit(q.dtype))[..., None]
 
 
 def exp_safe_limit(dtype) -> float:

@@ -1,0 +1,14 @@
+# wrong: a fresh default_rng(seed) for every matrix, so w_q, w_k (and w_v when d_v == d_k) are the same draws
+# caught by: test_self_attention
+# %% self_attention
+class SelfAttention:
+    def __init__(self, d_model, d_k, d_v=None, *, seed=0):
+        d_v = d_k if d_v is None else d_v
+        std = 1 / np.sqrt(d_model)
+        self.w_q = np.random.default_rng(seed).normal(0.0, std, size=(d_model, d_k))
+        self.w_k = np.random.default_rng(seed).normal(0.0, std, size=(d_model, d_k))
+        self.w_v = np.random.default_rng(seed).normal(0.0, std, size=(d_model, d_v))
+
+    def forward(self, x, mask=None):
+        q, k, v = anp.qkv_projection(x, self.w_q, self.w_k, self.w_v)
+        return scaled_dot_product_attention(q, k, v, mask=mask)

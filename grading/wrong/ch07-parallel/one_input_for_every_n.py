@@ -1,0 +1,19 @@
+# wrong: draws the inputs once, at the first n, and times every n on them, so the sizes never change
+# caught by: test_compare_times
+# %% compare_times
+def compare_times(loop_fn, matrix_fn, ns, *, d=16, repeats=5, seed=0):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((ns[0], d)) for _ in range(3))
+    loop_times, matrix_times = [], []
+    for _n in ns:
+        if not np.allclose(loop_fn(q, k, v), matrix_fn(q, k, v)):
+            raise ValueError("两种写法的结果不同")
+        for fn, times in ((loop_fn, loop_times), (matrix_fn, matrix_times)):
+            runs = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn(q, k, v)
+                runs.append(time.perf_counter() - start)
+            times.append(min(runs))
+    loop_times, matrix_times = np.array(loop_times), np.array(matrix_times)
+    return {"n": np.array(ns), "loop": loop_times, "matrix": matrix_times, "ratio": loop_times / matrix_times}

@@ -1,0 +1,12 @@
+# wrong: every head's scores divided by sqrt(d_model) instead of sqrt(d_head): the weights come out too flat
+# caught by: test_multi_head_attention
+# %% multi_head_attention
+def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    x_q, x_kv = np.asarray(x_q, dtype=float), np.asarray(x_kv, dtype=float)
+    q = split_heads(x_q @ w_q, n_heads)
+    k = split_heads(x_kv @ w_k, n_heads)
+    v = split_heads(x_kv @ w_v, n_heads)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(x_q.shape[-1])
+    allowed = None if mask is None else np.asarray(mask, dtype=bool)[..., None, :, :]
+    weights = anp.softmax(scores, mask=allowed)
+    return merge_heads(weights @ v) @ w_o, weights

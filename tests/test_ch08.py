@@ -1,0 +1,354 @@
+"""Chapter 8 (掩码、因果与交叉注意力): the lesson's claims hold, the self-check is right, the assignment grades.
+
+The lesson's code cells are executed here in one namespace (as the book build
+does) and every claim of its prose is asserted on the variables they leave.
+The self-check's facts are checked with attnlib and torch, and the assignment
+is generated, submitted and autograded by nbgrader.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import unicodedata
+import warnings
+
+import assignments
+import nbformat
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from nbrun import read_wrong_solution, source_notebook
+
+from attnlib import numpy as anp
+
+CHAPTER = ROOT / "book" / "ch08-masks.md"
+SELFCHECK = ROOT / "book" / "selfchecks" / "ch08-masks.yml"
+ASSIGNMENT = "ch08-masks"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="module")
+def chapter() -> dict:
+    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
+    import myst_nb
+
+    glued, real = {}, myst_nb.glue
+    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
+    try:
+        namespace = run_lesson(CHAPTER)
+    finally:
+        myst_nb.glue = real
+    return namespace | {"glued": glued}
+
+
+# --------------------------------------------------------------------------- the page
+
+def test_page_has_the_planned_shape_and_length():
+    text = CHAPTER.read_text(encoding="utf-8")
+    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
+    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]  # the same front matter as the model chapter
+    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
+    body = prose(CHAPTER)
+    opening = body[:body.index("## 一个公式")]
+    assert "{doc}`ch05-softmax`" in opening  # opens from chapter 5's masked softmax
+    for term in ("查询（query）", "键（key）", "值（value）", "词元（token）", "掩码（mask）"):
+        assert term in body, term
+    assert body.index("词元（token）") <= body.index("词元")  # glossed where it first appears
+    summary = body[body.index("## 小结"):body.index("## 练习")]
+    assert "{doc}`ch09-multihead`" in summary  # leads into chapter 9
+    assert "一种常见的说法" in body  # the mask-inside-the-scaling formula, quoted and then checked
+    assert text.index("## 练习") < text.index("```{exercises} ch08-masks") < text.index("## 自测")
+    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch08-masks.yml")
+
+
+def test_chapter_7_is_linked_once_it_is_in_the_book_and_named_otherwise():
+    """A {doc} link to a page missing from _toc.yml breaks the -W build (only the toc's pages are built)."""
+    opening = prose(CHAPTER)[:300]
+    if "file: book/ch07-parallel" in (ROOT / "_toc.yml").read_text(encoding="utf-8"):
+        assert "{doc}`ch07-parallel`" in opening
+    else:
+        assert "第 7 章「并行计算」" in opening and "{doc}`ch07-parallel`" not in CHAPTER.read_text(encoding="utf-8")
+
+
+def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
+    cells = "\n".join(code_cells(CHAPTER))
+    glued = set(re.findall(r'glue\("([^"]+)"', cells))
+    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
+    assert used and used <= glued, used - glued
+    assert all(name.startswith("ch08_") for name in glued)
+
+
+@pytest.mark.cjk_font
+def test_glued_values_are_plain_numbers(chapter):
+    """MyST-NB formats a glued value's text/plain repr: np.float64(...) would fail the build."""
+    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
+    assert used <= set(chapter["glued"])
+    assert all(type(v) in (int, float) for v in chapter["glued"].values()), chapter["glued"]
+
+
+def test_code_lines_fit_the_page():
+    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
+
+    def columns(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+    wide = [line for cell in code_cells(CHAPTER) for line in cell.splitlines() if columns(line) > 74]
+    assert not wide, wide
+
+
+# --------------------------------------------------------------------------- the lesson's claims
+
+@pytest.mark.cjk_font
+def test_one_formula_three_uses(chapter):
+    w = chapter["weights"]
+    enc, dec, cross = w["编码器自注意力"], w["解码器自注意力（因果）"], w["交叉注意力"]
+    assert enc.shape == (5, 5) and dec.shape == (4, 4) and cross.shape == (4, 5)
+    for m in (enc, dec, cross):
+        assert np.allclose(m.sum(axis=-1), 1)
+    assert (enc[:, 3:] == 0).all() and (enc[3:, :3] > 0).all()  # padding keys unread, padding queries still answer
+    assert np.array_equal(dec > 0, np.tril(np.ones((4, 4), dtype=bool)))
+    assert (cross[:, 3:] == 0).all() and (cross[:, :3] > 0).all()
+
+
+@pytest.mark.cjk_font
+def test_figure_has_three_labelled_panels_and_draws_without_warnings(chapter):
+    fig = chapter["fig"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    assert not caught, [str(w.message) for w in caught]  # e.g. a missing CJK glyph
+    assert [ax.get_title() for ax in fig.axes] == list(chapter["uses"])
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == chapter["src"]
+    assert [t.get_text() for t in fig.axes[2].get_yticklabels()] == chapter["tgt"]
+
+
+@pytest.mark.cjk_font
+def test_the_causal_mask_stops_the_future_from_leaking(chapter):
+    leak, t = chapter["leak"], chapter["t"]
+    assert (leak[True][:t] == 0).all() and (leak[True][t:] > 0).all()
+    assert leak[False][:t].min() > 0.1  # glued as ch08_leak_unmasked: "至少变了 …"
+    x, x_new = chapter["x"], chapter["x_new"]
+    assert np.array_equal(x[:t], x_new[:t]) and not np.allclose(x[t:], x_new[t:])
+
+
+@pytest.mark.cjk_font
+def test_where_the_mask_goes(chapter):
+    placement = chapter["placement"]
+    assert placement["-inf 掩码"][0] == 0  # -inf / sqrt(d_k) is still -inf
+    assert placement["有限偏置"][0] > 0.05  # a finite bias inside the scaling changes the weights
+    assert max(p[1] for p in placement.values()) < 1e-12  # torch adds a float mask after the scaling
+
+
+@pytest.mark.cjk_font
+def test_zeroing_after_softmax_breaks_the_rows_and_leaks(chapter):
+    zeroed, renormed, right = chapter["zeroed"], chapter["renormed"], chapter["right"]
+    sums = zeroed.sum(axis=-1)
+    assert (sums[:-1] < 0.99).all() and sums[-1] == pytest.approx(1)  # the last row has no future
+    assert sums.min() < 0.5  # glued as ch08_zeroed_min_sum
+    assert chapter["after_leak"] > 0.1
+    assert np.allclose(renormed, right)  # renormalising equals masking first, in exact arithmetic
+
+
+@pytest.mark.cjk_font
+def test_renormalising_fails_where_the_masked_score_dominates(chapter):
+    assert np.isnan(chapter["w_late"]).all()
+    assert np.allclose(anp.softmax(chapter["row"], mask=chapter["keep"]), [0.26894142, 0.73105858, 0])
+    # the glued thresholds: a gap above them underflows, one well below does not
+    for dtype, threshold in ((np.float32, 103.3), (np.float16, 16.6)):
+        assert -math.log(float(np.finfo(dtype).smallest_subnormal)) == pytest.approx(threshold, abs=0.1)
+        keep = np.array([True, False])
+        for gap, fails in ((threshold + 3, True), (threshold - 3, False)):
+            with np.errstate(invalid="ignore"):
+                w = anp.softmax(np.array([0.0, gap], dtype=dtype)) * keep
+                w = w / w.sum()
+            assert bool(np.isnan(w).all()) == fails, (dtype, gap)
+
+
+@pytest.mark.cjk_font
+def test_padding_masks_broadcast_and_empty_rows_give_zeros(chapter):
+    assert chapter["pad"].shape == (3, 1, 5) and chapter["both"].shape == (3, 5, 5)
+    both = chapter["both"]
+    assert np.array_equal(both[1], anp.causal_mask(5) & (np.arange(5) < 3))
+    w3, out3 = chapter["w3"], chapter["out3"]
+    assert not w3[2].any() and not out3[2].any() and np.allclose(w3[:2].sum(axis=-1), 1)
+    assert np.allclose(chapter["by_torch"], out3)
+    assert np.isnan(chapter["naive"][2]).all()
+
+
+@pytest.mark.cjk_font
+def test_fewer_queries_than_keys_align_bottom_right(chapter):
+    assert np.array_equal(anp.causal_mask(2, 5), [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    full, last2, top_left = chapter["full"], chapter["last2"], chapter["top_left"]
+    assert np.allclose(last2, full[3:])
+    assert np.abs(top_left - full[3:]).max() > 0.1
+    assert np.allclose(chapter["torch_causal"], top_left)  # torch's is_causal aligns top-left
+
+
+@pytest.mark.cjk_font
+def test_the_two_torch_conventions(chapter):
+    assert torch.allclose(chapter["flipped"], chapter["by_sdpa"])
+    unflipped, w_unflipped = chapter["unflipped"], chapter["w_unflipped"]
+    nan_rows = torch.isnan(unflipped).all(dim=-1)
+    assert nan_rows[0].all() and nan_rows[1].tolist() == [False, False, False, True]
+    assert (w_unflipped[1, 0, :3] == 0).all() and w_unflipped[1, 0, 3:].sum() == pytest.approx(1)
+
+
+def test_a_large_finite_negative_is_not_minus_infinity():
+    """The pitfall: -1e9 gives a fully masked row uniform weights, and is -inf in float16 anyway."""
+    row = np.array([0.3, -1.2, 2.0])
+    filled = anp.softmax(np.where(np.zeros(3, dtype=bool), row, -1e9))
+    assert np.allclose(filled, 1 / 3)
+    with np.errstate(over="ignore"):
+        assert np.isneginf(np.float16(-1e9))
+
+
+# --------------------------------------------------------------------------- the self-check
+
+def _questions() -> list[dict]:
+    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
+
+
+def _correct(question) -> list[str]:
+    return [o["text"] for o in question["options"] if o.get("correct")]
+
+
+def _letters(question) -> str:
+    return "".join("ABCD"[i] for i, o in enumerate(question["options"]) if o.get("correct"))
+
+
+def test_selfcheck_has_four_questions_with_the_answers_spread():
+    questions = _questions()
+    assert len(questions) == 4
+    assert [_letters(q) for q in questions] == ["B", "ACD", "D", "C"]
+
+
+def test_selfcheck_causal_alignment():
+    mask = anp.causal_mask(2, 5)
+    assert np.flatnonzero(mask[0]).tolist() == [0, 1, 2, 3] and mask[1].all()
+    top_left = np.tril(np.ones((2, 5), dtype=bool))
+    assert np.flatnonzero(top_left[0]).tolist() == [0] and np.flatnonzero(top_left[1]).tolist() == [0, 1]
+    assert _correct(_questions()[0]) == ["键 0 到键 3"]
+
+
+def test_selfcheck_zeroing_after_softmax():
+    rng = np.random.default_rng(81)
+    q, k, v = rng.normal(size=(3, 6, 4))
+    causal = anp.causal_mask(6)
+    right, w_right = anp.scaled_dot_product_attention(q, k, v, causal=True)
+    w = anp.softmax(anp.attention_scores(q, k)) * causal
+    assert (w.sum(axis=-1)[:-1] < 1 - 1e-3).all()  # A
+    assert not np.allclose(w, w_right)  # B is wrong
+    k2, v2 = k.copy(), v.copy()
+    k2[5], v2[5] = rng.normal(size=4), rng.normal(size=4)
+    w2 = anp.softmax(anp.attention_scores(q, k2)) * causal
+    assert not np.allclose((w2 @ v2)[:5], (w @ v)[:5])  # C: the future leaks into earlier rows
+    assert np.allclose(w / w.sum(axis=-1, keepdims=True), w_right)  # D
+    assert np.allclose((w / w.sum(axis=-1, keepdims=True)) @ v, right)
+    assert len(_correct(_questions()[1])) == 3
+
+
+def test_selfcheck_torch_multihead_polarity():
+    torch.manual_seed(0)
+    d = 4
+    mha = torch.nn.MultiheadAttention(d, 1, batch_first=True, dtype=torch.float64).eval()
+    x = torch.randn(1, 5, d, dtype=torch.float64)
+    allowed = torch.as_tensor(anp.causal_mask(5)) | torch.eye(5, dtype=torch.bool).roll(2, 1)  # not symmetric
+    q, k, v = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, dim=-1)
+
+    def expected(bias):
+        w = torch.softmax(q @ k.mT / math.sqrt(d) + bias, dim=-1)
+        return mha.out_proj(w @ v)
+
+    right = expected(torch.zeros(5, 5, dtype=torch.float64).masked_fill(~allowed, float("-inf")))
+    with torch.no_grad():
+        got = {m: mha(x, x, x, attn_mask=mask)[0] for m, mask in
+               (("A", allowed), ("B", allowed.double()), ("C", allowed.T), ("D", ~allowed))}
+        assert torch.allclose(got["D"], right)
+        assert torch.allclose(got["B"], expected(allowed.double()))  # a float mask is added to the scores
+        for wrong in "ABC":
+            assert not torch.allclose(got[wrong], right, equal_nan=True), wrong
+        with pytest.raises(RuntimeError):  # n_q != n_k: the transposed mask does not fit
+            mha(x[:, :3], x, x, attn_mask=~torch.as_tensor(anp.causal_mask(3, 5)).T)
+    assert _correct(_questions()[2]) == ["`~allowed`"]
+
+
+def test_selfcheck_cross_attention_shapes():
+    rng = np.random.default_rng(82)
+    q, k, v = rng.normal(size=(3, 8)), rng.normal(size=(7, 8)), rng.normal(size=(7, 16))
+    out, w = anp.scaled_dot_product_attention(q, k, v, mask=anp.padding_mask([5], 7)[0])
+    assert w.shape == (3, 7) and out.shape == (3, 16) and (w[:, 5:] == 0).all()
+    assert _correct(_questions()[3]) == [r"权重 $3\times7$，输出 $3\times16$"]
+
+
+# --------------------------------------------------------------------------- the assignment
+
+NOISY_ATTENTION = '''
+import sys
+import warnings
+
+
+def masked_attention(q, k, v, mask=None, causal=False):
+    print("调试：q 的形状", np.shape(q), file=sys.stderr)
+    warnings.warn("这是学生代码里的一个警告")
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    allowed = np.ones((n_q, n_k), dtype=bool)
+    if mask is not None:
+        allowed = allowed & np.asarray(mask, dtype=bool)
+    if causal:
+        allowed = allowed & causal_mask(n_q, n_k)
+    weights = anp.softmax(scores, mask=allowed)
+    return weights @ v, weights
+'''
+
+DELEGATING_CROSS = '''
+from attnlib import numpy as lib
+
+
+def cross_attention(x_dec, memory, memory_lengths, w_q, w_k, w_v):
+    mask = padding_mask(memory_lengths, memory.shape[-2])
+    return lib.scaled_dot_product_attention(x_dec @ w_q, memory @ w_k, memory @ w_v, mask=mask)
+'''
+
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    course, release = assignments.generated(tmp_path, ASSIGNMENT)
+    released = release.read_text(encoding="utf-8")
+    for name in ("def causal_mask", "def padding_mask", "def decoder_mask", "def masked_attention",
+                 "def cross_attention"):
+        assert name in released
+    assert "### BEGIN HIDDEN TESTS" in "".join(c.source for c in source_notebook(ASSIGNMENT).cells)
+    blank = nbformat.read(release, as_version=4)
+    source = assignments.source(course, ASSIGNMENT)
+    _, _, top_left = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "top_left_causal.py")
+    subs = {
+        "source": source,
+        "blank": blank,
+        # the top-left causal mask of np.tril, and a cross-attention that hands the work to attnlib
+        "mixed": assignments.with_cells(source, top_left | {"cross_attention": DELEGATING_CROSS}),
+        # a right masked_attention that prints to stderr and warns
+        "noisy": assignments.with_cells(source, {"masked_attention": NOISY_ATTENTION}),
+    }
+    got = assignments.autograde(course, ASSIGNMENT, subs)
+    cells = ["test_causal_mask", "test_padding_mask", "test_decoder_mask", "test_masked_attention",
+             "test_cross_attention"]
+    expected = {
+        "source": [2, 1, 1, 2, 2],
+        "blank": [0, 0, 0, 0, 0],
+        # top-left: only the two square masks of 7 checks pass, 2 of 3 combined masks (the n_q < n_k one
+        # fails), 7 of 12 attention checks (the n_q < n_k cases fail); the delegation to attnlib scores 0
+        "mixed": [2 * 2 / 7, 1, 1 * 2 / 3, 2 * 7 / 12, 0],
+        "noisy": [2, 1, 1, 2, 2],
+    }
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got[student])
+        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
