@@ -79,6 +79,19 @@ def check_qkv(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> tuple:
     return broadcast_batch({"q": q_shape, "k": k_shape, "v": v_shape})
 
 
+def check_step_query(q_shape: tuple, k_shape: tuple) -> tuple:
+    """A decoding step has one query per new key: q ``(..., t_new, d)`` against k ``(..., t_new, d)``.
+
+    Returns the broadcast batch shape.
+    """
+    check_min_ndim("q", q_shape)
+    check_min_ndim("k", k_shape)
+    if tuple(q_shape[-2:]) != tuple(k_shape[-2:]):
+        raise ValueError(f"每个新位置一个查询：q 与新的 k 的最后两维必须相同 (one query per new key): "
+                         f"q.shape={q_shape}，k.shape={k_shape}。")
+    return broadcast_batch({"q": q_shape, "k": k_shape})
+
+
 def check_mask(mask_shape: tuple, mask_kind: str, mask_dtype, target: tuple, what: str = "注意力分数") -> None:
     """A mask must be boolean and broadcast to ``target`` without enlarging it."""
     if mask_kind != "b":

@@ -40,7 +40,7 @@ import numpy as np
 
 __all__ = [
     "FAILED", "Captured", "Checks", "ReferenceCallError", "capture_stderr", "forbid_reference",
-    "quiet_call", "reference_functions", "show", "uses_reference",
+    "quiet_call", "reference_classes", "reference_functions", "show", "uses_reference",
 ]
 
 _BACKENDS = ("attnlib.numpy", "attnlib.torch")
@@ -215,11 +215,13 @@ def reference_functions(name: str) -> list:
     backend does not export (e.g. ``softmax_``).  Other public functions of
     that module stay allowed: forbidding ``cosine_scores`` must not forbid
     ``attention_scores``, which lives beside it and which a student may use.
+    A public class (``KVCache``) stands for every function it defines: its
+    methods, including ``__init__``, and the getters of its properties.
 
     Parameters
     ----------
     name : str
-        Public attnlib function name, e.g. ``"softmax"``.
+        Public attnlib function or class name, e.g. ``"softmax"``.
 
     Returns
     -------
@@ -230,6 +232,9 @@ def reference_functions(name: str) -> list:
     for backend in _BACKENDS:
         module = sys.modules.get(backend)
         func = getattr(module, name, None) if module is not None else None
+        if inspect.isclass(func):
+            found += _methods(func)
+            continue
         if not inspect.isfunction(func):
             continue
         home = sys.modules[func.__module__]
@@ -238,6 +243,26 @@ def reference_functions(name: str) -> list:
                   if inspect.isfunction(f) and f.__module__ == home.__name__ and f.__name__ not in public]
     if not found:
         raise ValueError(f"attnlib 中没有名为 {name!r} 的参考函数 (no attnlib reference function {name!r})。")
+    return found
+
+
+def reference_classes(name: str) -> list:
+    """The public attnlib classes called ``name`` in every loaded backend (empty for a function name)."""
+    importlib.import_module(_BACKENDS[0])
+    found = (getattr(sys.modules.get(b), name, None) for b in _BACKENDS if b in sys.modules)
+    return [c for c in found if inspect.isclass(c)]
+
+
+def _methods(cls) -> list:
+    """The functions a class defines itself: methods, static and class methods, property accessors."""
+    found = []
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            found += [f for f in (value.fget, value.fset, value.fdel) if inspect.isfunction(f)]
+        elif inspect.isfunction(value):
+            found.append(value)
     return found
 
 
@@ -287,10 +312,11 @@ def uses_reference(func, name: str) -> bool:
     """Whether ``func``'s own code refers to attnlib's ``name`` (a static check).
 
     True when the code (nested functions included) loads a global that is one
-    of :func:`reference_functions`, or reaches an attnlib module (a global bound
-    to one, or an ``import`` inside the function) and takes an attribute or
-    imports a name called ``name`` from it.  A student's own helper that
-    happens to be called ``softmax`` is not flagged.
+    of :func:`reference_functions` or :func:`reference_classes`, or reaches an
+    attnlib module (a global bound to one, or an ``import`` inside the function)
+    and takes an attribute or imports a name called ``name`` from it.  A
+    student's own helper that happens to be called ``softmax`` (or a class of
+    their own called ``KVCache``) is not flagged.
 
     Parameters
     ----------
@@ -305,7 +331,7 @@ def uses_reference(func, name: str) -> bool:
     if code is None:
         return False
     scope = getattr(func, "__globals__", {})
-    refs = {id(f) for f in reference_functions(name)}
+    refs = {id(f) for f in reference_functions(name)} | {id(c) for c in reference_classes(name)}
     reaches_attnlib = named = False
     for ins in _instructions(code):
         value = scope.get(ins.argval) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") else None
@@ -374,8 +400,8 @@ class Checks:
     points : float
         The cell's points in nbgrader (``score()`` never returns more).
     forbid : str or sequence of str, optional
-        attnlib function names the student's code must not call
-        (see :func:`reference_functions`).
+        attnlib function or class names the student's code must not call
+        (see :func:`reference_functions`; a class stands for its methods).
     title : str, optional
         Printed before the first message.
     """

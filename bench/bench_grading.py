@@ -1,14 +1,23 @@
-"""Autograde cost of the pilot assignment: seconds per submission, and nbgrader's overhead.
+"""Autograde cost per submission: nbgrader one at a time against ``scripts/grade_class.py`` in parallel.
 
-Grades ``N`` copies of the correct sample of ``ch05-softmax`` in a temporary
-course directory and compares the time per submission with executing the same
-notebook directly (nbclient, one fresh kernel), so the ratio shows what
-nbgrader adds (gradebook, checksums, cell overwriting) on top of running it.
+Target:
+
+* a batch of 50 generated ``ch05-softmax`` submissions (a mix of the kept
+  samples: right, partly right, crashing, noisy, cheating, blank) autograded
+  by ``grade_class`` with 2 worker processes in at most 2.0 s of wall time per
+  submission, on a 2-core machine.
+
+Also reported, for the chapter assignment ``ch05-softmax`` and the quiz
+``quiz-sdpa``: seconds per submission of plain ``nbgrader autograde`` (one
+process grading one submission after another, what ``make grade`` does)
+against ``grade_class`` with 1 and 2 workers on the same few submissions, and
+the floor: executing one notebook in a fresh kernel (nbclient), which every
+autograde pays.  Both graders must give every submission the same total.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import itertools
 import pathlib
 import shutil
 import sys
@@ -19,17 +28,54 @@ import nbformat
 from nbclient import NotebookClient
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-ASSIGNMENT = "ch05-softmax"
-SAMPLE = REPO / "grading" / "samples" / ASSIGNMENT / "correct"
-N = 4
+sys.path.insert(0, str(REPO))
+
+from grading.class_grading import db_url, grade_class  # noqa: E402
+from grading.course import Course  # noqa: E402
+from grading.samples import BROKEN_SUFFIX  # noqa: E402
+
+SAMPLES = REPO / "grading" / "samples"
+# samples that run to the end quickly (no endless loop, no unreadable file)
+MIX = {"ch05-softmax": ["correct", "partial", "crash", "noisy", "cheat", "blank"],
+       "quiz-sdpa": ["all-correct", "mixed-formats", "invalid-answers"]}
+FEW, BATCH, TARGET, JOBS = 4, 50, 2.0, 2
 
 
-def _grade_samples():
-    spec = importlib.util.spec_from_file_location("grade_samples", REPO / "scripts" / "grade_samples.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def fill_class(root: pathlib.Path, assignment: str, n: int) -> pathlib.Path:
+    """A course directory at ``root`` with ``n`` submissions cycling through the assignment's samples."""
+    for i, sample in zip(range(n), itertools.cycle(MIX[assignment]), strict=False):
+        src = SAMPLES / assignment / sample
+        assert not list(src.glob(f"*{BROKEN_SUFFIX}")), sample
+        shutil.copytree(src, root / "submitted" / f"s{i + 1:03d}-{sample}" / assignment)
+    return root
+
+
+def totals(db: pathlib.Path, assignment: str) -> dict:
+    """``{student: total score}`` of one assignment in a gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url(db.parent)) as gb:
+        return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
+
+
+def serial_seconds(tmp: pathlib.Path, assignment: str, n: int) -> tuple[float, dict]:
+    """Wall time of plain ``nbgrader autograde`` on ``n`` submissions, and the totals it gave."""
+    course = Course(tmp / f"serial-{assignment}")
+    course.add_sources([assignment])
+    course.nbgrader("generate_assignment", assignment, "--force")
+    fill_class(course.root, assignment, n)
+    start = time.perf_counter()
+    course.nbgrader("autograde", assignment, "--force")
+    return time.perf_counter() - start, totals(course.path("gradebook.db"), assignment)
+
+
+def parallel_seconds(tmp: pathlib.Path, assignment: str, n: int, jobs: int) -> tuple[float, float, dict]:
+    """Wall time of ``grade_class`` (whole run; and from the first to the last graded submission), and totals."""
+    root = fill_class(tmp / f"class-{assignment}-{n}-{jobs}", assignment, n)
+    marks = []
+    report = grade_class(root, assignment, jobs=jobs, progress=lambda *_: marks.append(time.perf_counter()))
+    assert not report.ungraded, report.problem_lines()
+    return report.wall_seconds, marks[-1] - marks[0], totals(root / "gradebook.db", assignment)
 
 
 def execute_seconds(path: pathlib.Path) -> float:
@@ -41,19 +87,27 @@ def execute_seconds(path: pathlib.Path) -> float:
 
 
 def main() -> None:
-    grade_samples = _grade_samples()
-    with tempfile.TemporaryDirectory(prefix="attn-bench-") as tmp:
-        samples = pathlib.Path(tmp) / "samples"
-        for i in range(N):
-            shutil.copytree(SAMPLE, samples / ASSIGNMENT / f"student{i + 1}")
-        report = grade_samples.run_chain(pathlib.Path(tmp) / "course", [ASSIGNMENT], samples=samples)
-        seconds, count = report.autograde_seconds[ASSIGNMENT]
-        assert all(r.score == 8.0 for r in report.results), "the correct sample must score 8"
-        direct = execute_seconds(SAMPLE / f"{ASSIGNMENT}.ipynb")
-    per = seconds / count
-    print(f"autograde {ASSIGNMENT}: {count} submissions in {seconds:.1f} s = {per:.2f} s per submission")
-    print(f"plain execution of one submission (nbclient): {direct:.2f} s")
-    print(f"ratio autograde / plain execution: {per / direct:.2f}")
+    with tempfile.TemporaryDirectory(prefix="attn-bench-grading-") as tmp:
+        tmp = pathlib.Path(tmp)
+        for assignment in MIX:
+            floor = execute_seconds(SAMPLES / assignment / MIX[assignment][0] / f"{assignment}.ipynb")
+            serial, expected = serial_seconds(tmp, assignment, FEW)
+            one, _, got1 = parallel_seconds(tmp, assignment, FEW, 1)
+            two, _, got2 = parallel_seconds(tmp, assignment, FEW, JOBS)
+            assert got1 == expected and got2 == expected, (expected, got1, got2)
+            print(f"{assignment}, {FEW} submissions, seconds per submission (wall, whole command):")
+            print(f"  nbgrader autograde, one at a time   {serial / FEW:5.2f}")
+            print(f"  grade_class, 1 worker               {one / FEW:5.2f}  ({serial / one:.1f}x)")
+            print(f"  grade_class, {JOBS} workers              {two / FEW:5.2f}  ({serial / two:.1f}x)")
+            print(f"  floor: one notebook in a fresh kernel {floor:5.2f}")
+        wall, steady, got = parallel_seconds(tmp, "ch05-softmax", BATCH, JOBS)
+        assert len(got) == BATCH
+    per = wall / BATCH
+    verdict = "ok" if per <= TARGET else "MISSED"
+    print(f"batch of {BATCH} ch05-softmax submissions, grade_class with {JOBS} workers: {wall:.1f} s wall "
+          f"= {per:.2f} s per submission (target <= {TARGET:.1f})  {verdict}")
+    print(f"  of which grading proper (first to last submission done): {steady / (BATCH - 1):.2f} s per submission;"
+          f" the rest is start-up (generate_assignment, workers), merge and CSV export")
 
 
 if __name__ == "__main__":

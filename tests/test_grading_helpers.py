@@ -319,3 +319,51 @@ def test_in_a_real_kernel_the_test_cell_has_no_stderr_and_returns_its_score():
     assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"]
     result = [o for o in outputs if o.output_type == "execute_result"]
     assert result[0].data["text/plain"] == "1.0"
+
+
+class KVCache:  # a student's own class that happens to share the reference's name
+    def __init__(self, n_layers, n_heads, d_head):
+        self.keys = [None] * n_layers
+
+    def append(self, layer, k, v):
+        self.keys[layer] = k
+        return k, v
+
+
+def own_cache(n):
+    cache = KVCache(1, 1, 2)
+    return cache.append(0, np.zeros((1, n, 2)), np.zeros((1, n, 2)))[0].shape[-2]
+
+
+def cache_via_module(n):
+    cache = anp.KVCache(1, 1, 2)
+    return cache.append(0, np.zeros((1, n, 2)), np.zeros((1, n, 2)))[0].shape[-2]
+
+
+class Inherited(anp.KVCache):  # delegation by inheritance: only the tripwires can see it
+    pass
+
+
+def cache_via_subclass(n):
+    return Inherited(1, 1, 2).append(0, np.zeros((1, n, 2)), np.zeros((1, n, 2)))[0].shape[-2]
+
+
+def nbytes_via_reference(n):
+    cache = anp.KVCache.__new__(anp.KVCache)  # no __init__: only the property's getter runs
+    return cache.nbytes
+
+
+def test_forbidding_a_class_forbids_its_methods_and_properties(capsys):
+    """forbid="KVCache": building, appending to or reading the reference cache fails; a class of one's own passes."""
+    names = {f.__name__ for f in grading.reference_functions("KVCache")}
+    assert {"__init__", "append", "read", "length", "nbytes"} <= names
+    assert grading.reference_classes("KVCache") and not grading.reference_classes("softmax")
+    assert uses_reference(cache_via_module, "KVCache") and not uses_reference(own_cache, "KVCache")
+    checks = Checks(points=1, forbid="KVCache")
+    checks.check(checks.call(own_cache, 3) == 3, "自己的 KVCache")
+    assert checks.score() == 1.0
+    for cheat in (cache_via_module, cache_via_subclass, nbytes_via_reference):
+        checks = Checks(points=1, forbid="KVCache")
+        assert checks.call(cheat, 3) is FAILED, cheat.__name__
+    assert "attnlib 的参考实现" in capsys.readouterr().out
+    assert anp.KVCache(1, 1, 2).append(0, np.ones((1, 2, 2)), np.ones((1, 2, 2)))[0].shape == (1, 2, 2)  # restored

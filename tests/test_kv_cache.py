@@ -94,3 +94,52 @@ def test_torch_cache_follows_the_inputs_device_and_dtype(device):
     keys, _ = cache.append(0, x, x)
     assert keys.device.type == device and keys.dtype == torch.float32
     assert cache.nbytes == 2 * 4 * 2 * 3 * 4
+
+
+@pytest.mark.parametrize("t_q", [1, 3])
+def test_a_refused_step_leaves_the_cache_as_it_was(backend, t_q):
+    """q is checked before k and v are appended: a bad query must not grow the cache."""
+    cache = backend.lib.KVCache(1, 2, 4)
+    x = np.ones((2, 3, 4))
+    backend.call("cached_attention", x, x, x, cache, 0)
+    assert cache.length == 3
+    bad_q = np.ones((2, t_q, 5))  # d_head 5 against keys of width 4 (and, for t_q = 1, one query for 3 keys)
+    with pytest.raises(ValueError, match="q"):
+        backend.call("cached_attention", bad_q, np.ones((2, 3, 4)), np.ones((2, 3, 4)), cache, 0)
+    assert cache.length == 3
+
+
+def test_one_query_per_new_key(backend):
+    cache = backend.lib.KVCache(1, 1, 2)
+    with pytest.raises(ValueError, match="每个新位置一个查询"):
+        backend.call("cached_attention", np.ones((1, 2, 2)), np.ones((1, 1, 2)), np.ones((1, 1, 2)), cache, 0)
+    assert cache.length == 0
+
+
+def test_new_keys_of_another_dtype_are_refused(backend):
+    """No silent conversion: float64 keys into a float32 cache are a TypeError."""
+    cache = backend.lib.KVCache(1, 1, 2)
+    cache.append(0, backend.arr(np.ones((1, 2, 2), dtype=np.float32)), backend.arr(np.ones((1, 2, 2), np.float32)))
+    with pytest.raises(TypeError, match="dtype"):
+        cache.append(0, backend.arr(np.ones((1, 1, 2))), backend.arr(np.ones((1, 1, 2))))
+    assert cache.length == 2
+
+
+def test_torch_cached_attention_takes_any_cache_with_append():
+    """Duck typing: an object whose append returns every key and value works too (the NumPy twin's contract)."""
+
+    class ListCache:
+        def __init__(self):
+            self.k = self.v = None
+
+        def append(self, layer, k, v):
+            self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+            self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+            return self.k, self.v
+
+    rng = np.random.default_rng(5)
+    q, k, v = (torch.as_tensor(a) for a in rng.normal(size=(3, 2, 6, 4)))
+    own, ours = ListCache(), att.KVCache(1, 2, 4)
+    for s in (slice(0, 3), slice(3, 4), slice(4, 6)):
+        got = att.cached_attention(q[:, s], k[:, s], v[:, s], own, 0)
+        torch.testing.assert_close(got, att.cached_attention(q[:, s], k[:, s], v[:, s], ours, 0))

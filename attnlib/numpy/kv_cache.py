@@ -70,6 +70,7 @@ class KVCache:
         layer = self._check_layer(layer)
         k, v = as_float_arrays(k=k, v=v)
         self._check_step(k.shape, v.shape, layer)
+        self._check_dtype(k.dtype, layer)
         start, stop = self._lengths[layer], self._lengths[layer] + k.shape[-2]
         if self._keys[layer] is None or stop > self._keys[layer].shape[-2]:
             self._grow(layer, k, stop)
@@ -120,6 +121,12 @@ class KVCache:
         if cached is not None and cached.shape[:-2] != k_shape[:-2]:
             raise ValueError(f"新的键的批量形状 {k_shape[:-2]} 与缓存中的 {cached.shape[:-2]} 不同 (batch mismatch)。")
 
+    def _check_dtype(self, dtype, layer: int) -> None:
+        """New keys must have the dtype of the layer's buffers (no silent conversion)."""
+        cached = self._keys[layer]
+        if cached is not None and dtype != cached.dtype:
+            raise TypeError(f"新的键是 {dtype}，缓存中的是 {cached.dtype}：请先统一 (dtype mismatch with the cache)。")
+
 
 def cached_attention(q, k, v, cache, layer):
     """One decoding step of one layer: append ``k``, ``v`` to the cache, attend ``q`` to everything cached.
@@ -138,8 +145,13 @@ def cached_attention(q, k, v, cache, layer):
         Causal attention of the new queries over all cached positions (bottom-right
         aligned: new query i sees the cache and new positions up to i), equal to
         full causal attention over the whole sequence at these positions.
+
+    ``q`` is checked before anything is appended, so a refused call leaves the
+    cache as it was.  A single new query (one decoding step) sees every cached
+    key: the causal mask only matters when several positions arrive at once.
     """
+    q, k, v = as_float_arrays(q=q, k=k, v=v)
+    _checks.check_step_query(q.shape, k.shape)
     keys, values = cache.append(layer, k, v)  # (..., h, length, d_head)
-    (q,) = as_float_arrays(q=q)
-    out, _ = scaled_dot_product_attention(q, keys, values, causal=True, need_weights=False)
+    out, _ = scaled_dot_product_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)
     return out

@@ -6,7 +6,7 @@ import math
 
 from .. import _checks
 from ._tensors import as_float_tensors
-from .attention import scaled_dot_product_attention
+from .attention import fused_attention, scaled_dot_product_attention
 
 
 class KVCache:
@@ -43,14 +43,19 @@ class KVCache:
         """Add (..., n_heads, t_new, d_head) keys and values to ``layer``; return all of its cache (views)."""
         layer = self._check_layer(layer)
         k, v = as_float_tensors(k=k, v=v)
+        return self._store(layer, k, v)
+
+    def _store(self, layer: int, k, v):
+        """``append`` after the conversion: ``k``, ``v`` are float tensors of one dtype and device, finite."""
         self._check_step(tuple(k.shape), tuple(v.shape), layer)
+        self._check_like(k, layer)
         start, stop = self._lengths[layer], self._lengths[layer] + k.shape[-2]
         if self._keys[layer] is None or stop > self._keys[layer].shape[-2]:
             self._grow(layer, k, stop)
         self._keys[layer][..., start:stop, :] = k.detach()
         self._values[layer][..., start:stop, :] = v.detach()
         self._lengths[layer] = stop
-        return self.read(layer)
+        return self._keys[layer][..., :stop, :], self._values[layer][..., :stop, :]
 
     def read(self, layer):
         """The cached keys and values of ``layer``: (..., n_heads, length, d_head) each."""
@@ -69,6 +74,13 @@ class KVCache:
         if old_k is not None:
             self._keys[layer][..., :n, :] = old_k[..., :n, :]
             self._values[layer][..., :n, :] = old_v[..., :n, :]
+
+    def _check_like(self, k, layer: int) -> None:
+        """New keys must have the dtype and device of the layer's buffers (no silent conversion)."""
+        cached = self._keys[layer]
+        if cached is not None and (k.dtype != cached.dtype or k.device != cached.device):
+            raise TypeError(f"新的键是 {k.dtype}（{k.device}），缓存中的是 {cached.dtype}（{cached.device}）："
+                            f"请先统一 (dtype/device mismatch with the cache)。")
 
     def _check_layer(self, layer) -> int:
         if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
@@ -89,8 +101,18 @@ class KVCache:
 
 
 def cached_attention(q, k, v, cache, layer):
-    """Append ``k``, ``v`` to ``cache`` at ``layer`` and attend ``q`` (..., h, t_new, d_head) causally to all of it."""
-    keys, values = cache.append(layer, k, v)
-    (q,) = as_float_tensors(q=q)
-    out, _ = scaled_dot_product_attention(q, keys, values, causal=True, need_weights=False)
-    return out
+    """Append ``k``, ``v`` to ``cache`` at ``layer`` and attend ``q`` (..., h, t_new, d_head) causally to all of it.
+
+    Same contract as ``attnlib.numpy.cached_attention``.  ``q`` is checked before
+    anything is appended, so a refused call leaves the cache as it was.  A single
+    new query (one decoding step) sees every cached key: it needs no mask, and the
+    keys and values of a ``KVCache``, checked when they were appended, are not
+    scanned again (any other object with an ``append`` is checked as usual).
+    """
+    q, k, v = as_float_tensors(q=q, k=k, v=v)
+    batch = _checks.check_step_query(tuple(q.shape), tuple(k.shape))
+    if not isinstance(cache, KVCache):  # another object with an append(): check what it hands back
+        keys, values = cache.append(layer, k, v)
+        return scaled_dot_product_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)[0]
+    keys, values = cache._store(cache._check_layer(layer), k, v)  # checked above: append without re-checking
+    return fused_attention(q, keys, values, None, q.shape[-2] > 1, batch)

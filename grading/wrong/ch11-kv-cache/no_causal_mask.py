@@ -1,0 +1,9 @@
+# wrong: no mask, since "one new token may see every key": right for single steps, but a prefill of several
+# positions lets the earlier ones see the later ones
+# caught by: test_cached_attention_step
+# %% cached_attention_step
+def cached_attention_step(q, k, v, cache, layer):
+    keys, values = cache.append(layer, k, v)
+    q = np.asarray(q, dtype=float)
+    scores = q @ np.swapaxes(keys, -1, -2) / np.sqrt(q.shape[-1])
+    return anp.softmax(scores) @ values
