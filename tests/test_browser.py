@@ -7,10 +7,12 @@ missing, these tests are skipped with the command that installs it (tests/confte
 
 from __future__ import annotations
 
+import pathlib
 import re
 import subprocess
 import tempfile
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
+from urllib.request import url2pathname
 
 import pytest
 from test_book import PILOT, ROOT, _tail, built_book
@@ -83,3 +85,25 @@ def test_screenshot_is_saved(page_url):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000, len(data)
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 2000)
+
+
+def test_exercise_previews_wrap_long_lines_at_1100px(page_url, tmp_path):
+    """The test cells' long Chinese messages wrap: no code box of the exercises preview scrolls sideways."""
+    page = pathlib.Path(url2pathname(urlparse(page_url).path))
+    probe = page.with_name(f"{PILOT}.probe.html")  # beside the page, so its CSS and scripts load
+    script = """<script>window.addEventListener("load", () => {
+      const boxes = Array.from(document.querySelectorAll("div.exercises pre"));
+      const wide = boxes.filter(b => b.scrollWidth > b.clientWidth + 1);
+      const long = boxes.filter(b => b.textContent.split("\\n").some(line => line.length > 100));
+      document.title = "boxes:" + boxes.length + " long:" + long.length + " wide:" + wide.length;
+    });</script></body>"""
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8")
+    try:
+        run = _run_chromium("--window-size=1100,900", "--dump-dom", probe.as_uri())
+    finally:
+        probe.unlink()
+    title = re.search(r"<title>boxes:(\d+) long:(\d+) wide:(\d+)</title>", run.stdout)
+    assert title, run.stderr[-2000:]
+    boxes, long, wide = map(int, title.groups())
+    assert boxes >= 5 and long >= 1, "the preview shows the test cells, some with long lines"
+    assert wide == 0, f"{wide} 个代码框在 1100 像素宽的窗口里需要横向滚动"
