@@ -28,6 +28,8 @@ from grading.nbgrader_feedback import (  # noqa: E402
     offline_mathjax,
 )
 from grading.nbgrader_release import release_preprocessors  # noqa: E402
+from grading.nbgrader_validate import configure as configure_validate  # noqa: E402
+from grading.nbgrader_validate import install as install_validate  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -53,6 +55,10 @@ c.Execute.error_on_timeout = {
     "evalue": "该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。",
     "traceback": ["CellTimeoutError: 该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。"],
 }
+
+# --- Validate (command line and JupyterLab's button): Chinese, with the test cells' own explanations
+configure_validate(c)
+install_validate()
 
 # --- feedback: in Chinese, no hidden test source, no traceback quoting it, no remote scripts
 c.GenerateFeedback.preprocessors = [

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
-    "FAILED", "Captured", "Checks", "ReferenceCallError", "capture_stderr", "forbid_reference",
+    "FAILED", "Captured", "Checks", "ReferenceCallError", "Score", "capture_stderr", "forbid_reference",
     "quiet_call", "reference_classes", "reference_functions", "show", "uses_reference",
 ]
 
@@ -357,14 +357,17 @@ def _instructions(code: types.CodeType):
 # --------------------------------------------------------------------------- checks
 
 def show(value, limit: int = 300) -> str:
-    """A short, readable rendering of a value for a message."""
+    """A short, one-line, readable rendering of a value for a message."""
     if value is FAILED:
         return repr(value)
     array = _as_array(value)
     if isinstance(array, np.ndarray) and array.ndim == 0:
         text = repr(array.item())
     elif isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
-        text = np.array2string(array, precision=6, threshold=30, max_line_width=100)
+        # one line, whatever the rank: a message names a value inline, and a matrix broken over lines
+        # inside "f([[1. 2.]\n [3. 4.]])" reads as two messages
+        text = np.array2string(array, precision=6, threshold=30, max_line_width=1_000_000, separator=", ")
+        text = " ".join(row.strip() for row in text.splitlines())
         if array.ndim > 1:
             text = f"{text}（形状 {array.shape}）"
     else:
@@ -390,6 +393,21 @@ def _describe_error(exc: BaseException) -> str:
     if isinstance(exc, ReferenceCallError):
         return "函数调用了 attnlib 的参考实现；本题要求你自己实现"
     return f"调用时抛出了异常 {type(exc).__name__}: {exc}"
+
+
+class Score(float):
+    """The points a test cell earned: a float that nbgrader reads and a notebook does not show.
+
+    nbgrader takes a test cell's partial credit from the ``text/plain`` form of
+    its last expression, so the cell must end with the number.  Printed bare
+    it reads as noise after the Chinese summary line (``1.3333333333333333``
+    under "得分 1.33 / 2").  Notebook front ends show the richest form of a
+    result, and this one's HTML form is empty: nbgrader still reads the
+    number, the student sees only the summary line.
+    """
+
+    def _repr_html_(self) -> str:
+        return ""
 
 
 class Checks:
@@ -502,14 +520,14 @@ class Checks:
 
     # -- result
 
-    def score(self) -> float:
-        """Print the summary and return the points earned (``points * passed / total``)."""
+    def score(self) -> Score:
+        """Print the summary and return the points earned (``points * passed / total``) as a :class:`Score`."""
         if self.total == 0:
             print("本单元没有任何检查。")
-            return 0.0
+            return Score(0.0)
         earned = self.points * self.passed / self.total
         print(f"本单元：{self.passed}/{self.total} 项检查通过，得分 {_fmt(earned)} / {_fmt(self.points)}")
-        return earned
+        return Score(earned)
 
     def _note(self, message: str) -> None:
         self.messages.append(message)

@@ -28,6 +28,8 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from attnlib.grading import Score
+
 __all__ = [
     "InvalidAnswer", "MISSING", "check_format", "format_letters", "grade", "parse_answer",
     "render_feedback", "score", "take_answer",
@@ -170,7 +172,7 @@ def check_format(answer, options: str = "ABCD", *, multi: bool = False) -> float
     None or float
         ``None`` when the answer is readable (in a released notebook the test
         cell then shows no value and ``nbgrader validate`` counts it as
-        passed); ``0.0`` when it is missing or invalid, so that ``validate``
+        passed); ``Score(0.0)`` when it is missing or invalid, so that ``validate``
         reports the question as not yet answered.  In the instructor's test
         cell the hidden :func:`grade` call comes last, so this value never
         becomes the grade.
@@ -179,10 +181,10 @@ def check_format(answer, options: str = "ABCD", *, multi: bool = False) -> float
         picked = parse_answer(answer, options)
     except InvalidAnswer as exc:
         print(f"格式检查未通过：{exc}")
-        return 0.0
+        return Score(0.0)
     if not multi and len(picked) != 1:
         print(f"格式检查未通过：这是单选题，你选了 {len(picked)} 个选项（{format_letters(picked)}），评分时会记 0 分。")
-        return 0.0
+        return Score(0.0)
     print(f"格式检查通过：读到的答案是 {format_letters(picked)}。（对错要到评分后才知道。）")
     return None
 
@@ -281,7 +283,7 @@ def grade(answer, *, key: str, explanations: Mapping[str, str], multi: bool = Fa
         earned = score(picked, key_set, multi=multi, points=points)
     print(render_feedback(number=number if number is not None else "?", answer_text=answer_text, problem=problem,
                           key=key_set, explanations=explanations, multi=multi, earned=earned, points=points))
-    return earned
+    return Score(earned)  # nbgrader reads the number; the notebook shows only the feedback above
 
 
 def _short_repr(value, limit: int = 60) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 import attnlib.numpy as anp
 from attnlib import grading
-from attnlib.grading import FAILED, Checks, ReferenceCallError, capture_stderr, quiet_call, uses_reference
+from attnlib.grading import FAILED, Checks, ReferenceCallError, capture_stderr, quiet_call, show, uses_reference
 from attnlib.numpy import softmax as aliased_reference
 
 
@@ -318,7 +318,27 @@ def test_in_a_real_kernel_the_test_cell_has_no_stderr_and_returns_its_score():
     outputs = nb.cells[1].outputs
     assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"]
     result = [o for o in outputs if o.output_type == "execute_result"]
-    assert result[0].data["text/plain"] == "1.0"
+    assert result[0].data["text/plain"] == "1.0"  # what nbgrader reads as partial credit
+    assert result[0].data["text/html"] == ""  # what JupyterLab shows: nothing after the summary line
+
+
+def test_a_score_is_the_number_for_nbgrader_and_nothing_to_see_in_a_notebook(capsys):
+    from IPython.core.formatters import DisplayFormatter
+    from nbgrader.utils import get_partial_grade
+
+    from attnlib import quiz
+
+    checks = Checks(points=2)
+    checks.check(True, "一")
+    checks.check(False, "二")
+    checks.check(False, "三")
+    earned = checks.score()
+    invalid = quiz.grade("Z", key="B", explanations={"A": "甲", "B": "乙"}, points=1)
+    for value, expected in ((earned, 2 / 3), (invalid, 0.0)):
+        data, _ = DisplayFormatter().format(value)
+        assert data["text/html"] == ""
+        assert get_partial_grade({"data": data}, 2) == pytest.approx(expected)
+    assert "得分 0.67 / 2" in capsys.readouterr().out
 
 
 class KVCache:  # a student's own class that happens to share the reference's name
@@ -367,3 +387,9 @@ def test_forbidding_a_class_forbids_its_methods_and_properties(capsys):
         assert checks.call(cheat, 3) is FAILED, cheat.__name__
     assert "attnlib 的参考实现" in capsys.readouterr().out
     assert anp.KVCache(1, 1, 2).append(0, np.ones((1, 2, 2)), np.ones((1, 2, 2)))[0].shape == (1, 2, 2)  # restored
+
+
+def test_show_puts_a_matrix_on_one_line():
+    text = show(np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 5.0]]))
+    assert "\n" not in text and text == "[[ 1.,  2.,  3.], [-1.,  0.,  5.]]（形状 (2, 3)）"
+    assert "\n" not in show(np.arange(400.0).reshape(20, 20)) and show(np.arange(3.0)) == "[0., 1., 2.]"
