@@ -42,7 +42,8 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 
 # --- student versions: Chinese stub for written answers; code stubs keep nbgrader's "# YOUR CODE HERE",
 # except quiz answer cells (solution `answer = "B"`), whose stub is `answer = ""`
-c.ClearSolutions.text_stub = "请在这里写下你的回答。"
+# a written answer's stub says what to do: it is bold, and tells the student to double-click
+c.ClearSolutions.text_stub = "**（待作答）双击这个单元进入编辑，把这一行换成你的回答，写完按 Shift+Enter。**"
 c.GenerateAssignment.preprocessors = release_preprocessors(
     GenerateAssignment.class_traits()["preprocessors"].default())
 

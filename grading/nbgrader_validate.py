@@ -36,6 +36,8 @@ FAILED_WARNING = ("有 {num_failed} 个测试单元没有拿到满分。现在�
                   "每个单元下面列出了没通过的检查。\n")
 CHANGED_WARNING = ("有 {num_changed} 个测试单元的内容被改动过！评分时用的是原来的测试，"
                    "现在能通过不代表评分时能通过。\n")
+ALL_PASSED = "全部通过！每个测试单元都拿到了满分。提交前记得保存笔记本。"
+NONE_PASSED = "没有任何测试单元通过。"  # validate --invert, the instructor's check of a release
 TYPE_CHANGED_WARNING = ("有 {num_changed} 个单元的类型被改动过（代码单元改成了 Markdown 单元，或者反过来）！"
                         "请把它改回原来的类型。\n")
 
@@ -70,7 +72,7 @@ def printed_output(cell: NotebookNode) -> str:
 def explain(cell: NotebookNode) -> str:
     """Why ``cell`` did not pass, in Chinese, for a student who has to fix it."""
     if cell.cell_type != "code":
-        return "这里还没有你的回答：双击这个单元，把“请在这里写下你的回答。”换成你自己的话。"
+        return "这里还没有你的回答：双击这个单元，把“（待作答）……”那一行换成你自己的话。"
     errors = [o for o in cell.outputs if o.output_type == "error"]
     if errors:
         error = errors[0]
@@ -123,7 +125,7 @@ class ChineseValidator(Validator):
 
     def _print_num_failed(self, num_failed: int) -> None:
         if num_failed == 0:
-            self._say("全部通过！每个测试单元都拿到了满分。提交前记得保存笔记本。")
+            self._say(ALL_PASSED)
         else:
             self._say(self.failed_warning.format(num_failed=num_failed))
 
@@ -134,7 +136,7 @@ class ChineseValidator(Validator):
         self._say(self.type_changed_warning.format(num_changed=num_changed))
 
     def _print_num_passed(self, num_passed: int) -> None:
-        self._say(f"有 {num_passed} 个单元通过了。" if num_passed else "没有任何单元通过。")
+        self._say(f"有 {num_passed} 个测试单元通过了。" if num_passed else NONE_PASSED)
 
 
 def configure(c) -> None:
