@@ -32,8 +32,8 @@ USERS = ("nbgrader.apps.validateapp", "nbgrader.server_extensions.validate_assig
 #: At most this many characters of a cell's output are shown (a runaway print must not flood the dialog).
 MAX_OUTPUT = 4000
 
-FAILED_WARNING = ("有 {num_failed} 个测试单元没有拿到满分。现在提交，这些单元不会得到全部分数；"
-                  "每个单元下面列出了没通过的检查。\n")
+FAILED_WARNING = ("有 {num_failed} 个计分的单元还没有拿到满分（没作答的书面回答也算在内）。"
+                  "现在提交，这些单元不会得到全部分数；下面逐个列出原因。\n")
 CHANGED_WARNING = ("有 {num_changed} 个测试单元的内容被改动过！评分时用的是原来的测试，"
                    "现在能通过不代表评分时能通过。\n")
 ALL_PASSED = "全部通过！每个测试单元都拿到了满分。提交前记得保存笔记本。"
@@ -116,7 +116,7 @@ class ChineseValidator(Validator):
         self.stream.write(self._indent(source) + "\n\n")
 
     def _print_error(self, source: str, error: str) -> None:
-        self._rule("下面这个测试单元没有拿到满分：")
+        self._rule("下面这个单元没有拿到满分：")
         self.stream.write(self._indent(source) + "\n\n原因：\n\n" + self._indent(error) + "\n\n")
 
     def _print_pass(self, source: str) -> None:

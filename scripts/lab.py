@@ -10,6 +10,11 @@ touches it):
 * a notebook that already exists there is never overwritten, whatever changed
   in the release (the student's answers are kept);
 * a chapter released later is added the next time ``make lab`` runs.
+
+JupyterLab starts from the repository root (where nbgrader finds the course's
+``nbgrader_config.py``: Validate explains failures in Chinese there) with
+``grading/student_lab/`` first on ``JUPYTER_CONFIG_PATH``, which hides
+nbgrader's instructor tools from the student.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
 WORKING_COPY = ROOT / "student-work"
+STUDENT_SETTINGS = ROOT / "grading" / "student_lab"
 
 
 def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORKING_COPY) -> list[pathlib.Path]:
@@ -41,6 +47,22 @@ def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORK
     return added
 
 
+def lab_command(lab_args=(), work: pathlib.Path = WORKING_COPY) -> list[str]:
+    """JupyterLab on the working copy (started from the repository root, where nbgrader finds the course config)."""
+    return [str(pathlib.Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={work}", *lab_args]
+
+
+def student_environment(base=None) -> dict:
+    """``base`` (default: this process's environment) with the student's settings first on JUPYTER_CONFIG_PATH.
+
+    ``grading/student_lab/`` hides nbgrader's instructor tools (formgrader, Create Assignment) from the student.
+    """
+    env = dict(os.environ if base is None else base)
+    paths = [str(STUDENT_SETTINGS), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="在学生自己的作业目录上打开 JupyterLab (JupyterLab on your copy).")
     parser.add_argument("--sync-only", action="store_true", help="只同步新发布的笔记本，不启动 JupyterLab")
@@ -51,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"你的作业目录是 {WORKING_COPY.relative_to(ROOT)}/：在这里作答，重新发布练习不会覆盖它。")
     if args.sync_only:
         return 0
-    lab = [str(pathlib.Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={WORKING_COPY}", *lab_args]
-    return subprocess.run(lab, env=os.environ, check=False).returncode
+    return subprocess.run(lab_command(lab_args), env=student_environment(), cwd=ROOT, check=False).returncode
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def test_an_unanswered_chapter_says_in_chinese_which_checks_failed(tmp_path):
     shutil.copy(CH05, tmp_path)
     out = _validate(tmp_path / CH05.name)
     assert "Partial credit" not in out and "The error was" not in out and "VALIDATION FAILED" not in out
-    assert "有 4 个测试单元没有拿到满分" in out and out.count("下面这个测试单元没有拿到满分") == 4
+    assert "有 4 个计分的单元还没有拿到满分" in out and out.count("下面这个单元没有拿到满分") == 4
+    assert out.count("没有通过的检查") == 3 and "这里还没有你的回答：双击这个单元" in out  # 3 tests, 1 written
     assert "得分 0 / 3。没有通过的检查：" in out and "函数还没有实现" in out and "✗ 一维输入 [1, 2, 3]：未通过" in out
     assert not any(line.endswith("...") for line in out.splitlines()), "no line is cut off"
     assert max(nbgrader_validate.display_width(line) for line in out.splitlines()) <= 90
@@ -93,7 +94,7 @@ def test_the_lab_button_gets_the_same_chinese_explanation(tmp_path, monkeypatch)
     assert handlers.Validator is nbgrader_validate.ChineseValidator
     assert reply["success"] is True
     failed = reply["value"]["failed"]
-    assert len(failed) == 4
+    assert len(failed) == 4 and sum("没有通过的检查" in cell["error"] for cell in failed) == 3
     assert "得分 0 / 3。没有通过的检查：" in failed[0]["error"] and "函数还没有实现" in failed[0]["error"]
     assert "Partial credit" not in json.dumps(reply["value"], ensure_ascii=False)
     assert "&lt;无结果&gt;" in failed[0]["error"]  # shown as text in the dialog (it sets innerHTML)
