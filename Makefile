@@ -5,6 +5,8 @@
 #                installs the CJK font and Chromium with apt, elsewhere the tests needing them skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
+#   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2]  autograde a whole class in parallel
+#   make report COURSE=dir ASSIGNMENT=quiz-sdpa [OUT=page.html]  item analysis of a graded assignment (offline HTML)
 #   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
@@ -15,7 +17,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: book test bench lint lock release grade lab
+.PHONY: book test bench lint lock release grade grade-class lab
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +34,17 @@ release: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) scripts/grade_samples.py
+
+COURSE ?= .
+JOBS ?= 2
+grade-class: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 [JOBS=2]"; exit 2; }
+	$(PY) scripts/grade_class.py $(ASSIGNMENT) --course $(COURSE) --jobs $(JOBS)
+
+.PHONY: report
+report: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make report ASSIGNMENT=quiz-sdpa COURSE=课程目录 [OUT=页面.html]"; exit 2; }
+	$(PY) scripts/item_analysis.py $(or $(COURSE),.) $(ASSIGNMENT) $(if $(OUT),-o $(OUT))
 
 lab: $(STAMP)
 	$(PY) scripts/lab.py

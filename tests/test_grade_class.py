@@ -17,8 +17,7 @@ import nbformat
 import pytest
 
 from conftest import load_script
-from grading import samples
-from grading.class_grading import check_submission, expected_cells
+from grading import class_grading, samples
 from grading.course import REPO, Course
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
@@ -204,12 +203,10 @@ def test_progress_redraws_one_line_on_a_terminal():
         def isatty(self):
             return True
 
-    from grading.class_grading import Outcome
-
     stream = Tty()
     progress = grade_class.Progress(stream)
     for i in range(1, 4):
-        progress(i, 3, Outcome(f"s{i}", True, 1.0))
+        progress(i, 3, class_grading.Outcome(f"s{i}", True, 1.0))
     text = stream.getvalue()
     assert text.count("\r") == 3 and text.count("\n") == 1 and text.endswith("\n")
     assert "3/3" in text and "#" * grade_class.BAR in text
@@ -226,9 +223,23 @@ def test_the_csv_has_every_graded_total(runs, first):
 
 
 def test_file_checks_name_each_problem(tmp_path):
-    expected = expected_cells(REPO / "notebooks" / ASSIGNMENT)
-    assert check_submission(tmp_path, expected) == [f"缺少 {ASSIGNMENT}.ipynb（文件夹里没有任何笔记本）"]
+    expected = class_grading.expected_cells(REPO / "notebooks" / ASSIGNMENT)
+    check = class_grading.check_submission
+    assert check(tmp_path, expected) == [f"缺少 {ASSIGNMENT}.ipynb（文件夹里没有任何笔记本）"]
     (tmp_path / "quiz-sdpa.ipynb").write_text("{}", encoding="utf-8")
-    assert check_submission(tmp_path, expected) == [f"缺少 {ASSIGNMENT}.ipynb（交来的是 quiz-sdpa.ipynb）"]
+    assert check(tmp_path, expected) == [f"缺少 {ASSIGNMENT}.ipynb（交来的是 quiz-sdpa.ipynb）"]
     nbformat.write(samples.fill(RELEASE, {}), str(tmp_path / f"{ASSIGNMENT}.ipynb"))
-    assert check_submission(tmp_path, expected) == []
+    assert check(tmp_path, expected) == []
+
+
+def test_a_submission_that_kills_its_grading_process_is_named_and_the_others_still_graded(tmp_path):
+    model = samples.model_solutions(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    killer = "import os\nimport signal\n\nos.kill(os.getppid(), signal.SIGKILL)  # the kernel's parent: the worker"
+    course = Course(tmp_path)
+    _submit(course, {"killer": samples.fill(RELEASE, {**model, "softmax_temperature": killer}),
+                     "right": samples.fill(RELEASE, model)})
+    report = class_grading.grade_class(course.root, ASSIGNMENT, jobs=2, overrides={"Execute.timeout": TIMEOUT})
+    assert report.ungraded == ["killer"]
+    assert report.problem_lines() == [f"killer：{class_grading.WORKER_DIED}"]
+    scores = {(r[0], r[2]): r[3] for r in gradebook_rows(course.path("gradebook.db"))["grade"]}
+    assert [scores["right", c] for c in (STABLE, TEMPERATURE, MASKED)] == [3.0, 2.0, 3.0]

@@ -1,0 +1,103 @@
+"""Autograde every submission of one assignment in an nbgrader course directory, in parallel.
+
+``make grade-class ASSIGNMENT=ch05-softmax COURSE=DIR`` runs this.  It grades
+every ``DIR/submitted/<student>/<assignment>/`` with ``--jobs`` worker
+processes (each submission in its own worker course, merged into
+``DIR/gradebook.db`` one at a time), shows a progress line, applies the
+per-cell timeout of ``nbgrader_config.py`` and a memory limit per notebook,
+names every submission it could not grade in one Chinese line, and ends with
+the score table and ``grades.csv`` (nbgrader's CSV export).  The autograded
+notebooks land in ``DIR/autograded/`` as with ``nbgrader autograde``, ready
+for ``nbgrader generate_feedback``.
+
+Exit status: 0 when every submission was graded, 1 when some could not be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from grade_samples import _num, format_table, read_gradebook  # noqa: E402
+
+from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class  # noqa: E402
+from grading.course import REPO  # noqa: E402
+
+BAR = 30
+
+
+class Progress:
+    """One progress line, redrawn in place on a terminal; one plain line per submission otherwise.
+
+    Parameters
+    ----------
+    stream : file
+        Where to write (``sys.stderr`` by default).
+    """
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, done: int, total: int, outcome) -> None:
+        state = "" if outcome.graded else "（未评分）"
+        note = f"{outcome.student}{state} {outcome.seconds:.1f} s"
+        if self.tty:
+            filled = BAR * done // max(total, 1)
+            bar = "#" * filled + "-" * (BAR - filled)
+            self.stream.write(f"\r[{bar}] {done}/{total} {note}\x1b[K")
+            if done == total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"[{done}/{total}] {note}\n")
+        self.stream.flush()
+
+
+def summary(report: ClassReport, course: pathlib.Path, jobs: int) -> str:
+    """The score table, the problem lines and the timing, as printed at the end."""
+    ungraded = report.ungraded
+    results = [r for r in read_gradebook(course / "gradebook.db")
+               if r.assignment == report.assignment and r.student not in ungraded
+               and r.student in {o.student for o in report.outcomes}]
+    lines = [format_table(results, {report.assignment: ungraded})]
+    problems = report.problem_lines()
+    if problems:
+        lines += ["", f"需要注意的提交（{len(problems)} 条）："] + [f"  {p}" for p in problems]
+    n = len(report.outcomes)
+    per = report.wall_seconds / n if n else 0.0
+    lines += ["", f"{report.assignment}：{n} 份提交，{len(ungraded)} 份未评分；用时 {_num(report.wall_seconds)} s"
+                  f"（{jobs} 个进程并行，平均 {per:.2f} s/份）",
+              f"成绩表 CSV：{report.csv_path}"]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignment", help="作业编号，例如 ch05-softmax")
+    parser.add_argument("--course", type=pathlib.Path, default=REPO,
+                        help="nbgrader 课程目录（含 submitted/），默认是仓库根目录")
+    parser.add_argument("--jobs", type=int, default=2, help="并行评分的进程数（默认 2）")
+    parser.add_argument("--timeout", type=int, default=None, help="每个单元的时限（秒），默认取 nbgrader_config.py")
+    parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
+                        help=f"每份笔记本内核的内存上限（GB，默认 {DEFAULT_MEMORY_GB:g}；0 表示不限）")
+    parser.add_argument("--csv", type=pathlib.Path, default=None, help="成绩表 CSV 的路径，默认 COURSE/grades.csv")
+    args = parser.parse_args(argv)
+    course = args.course.resolve()
+    if not (course / "submitted").is_dir():
+        print(f"找不到 {course / 'submitted'}：请用 --course 指向 nbgrader 课程目录。", file=sys.stderr)
+        return 2
+    overrides = {"Execute.timeout": args.timeout} if args.timeout else None
+    report = grade_class(course, args.assignment, jobs=args.jobs, overrides=overrides, memory_gb=args.memory_gb,
+                         csv_path=args.csv, progress=Progress())
+    if not report.outcomes:
+        print(f"{course / 'submitted'} 下没有 {args.assignment} 的提交（应为 submitted/<学生>/{args.assignment}/）。")
+        return 2
+    print(summary(report, course, args.jobs))
+    return 1 if report.ungraded else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

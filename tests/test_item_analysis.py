@@ -1,0 +1,485 @@
+"""The instructor's item-analysis page, built from a class autograded once by real nbgrader.
+
+The class: 44 generated quiz-sdpa sheets (seeded; each student has an ability,
+strong students choose the key more often; answers in every accepted format,
+some blank, some invalid such as ``"Z"``) plus one sheet that is not valid
+JSON, and a few ch05-softmax sample submissions (one of them broken too).
+The page's numbers are checked against the gradebook and against what the
+generator chose; the page is opened in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import nbformat
+import numpy as np
+import pytest
+from assignments import with_cells
+
+from attnlib import quiz
+from grading import item_analysis as ia
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUIZ, CHAPTER = "quiz-sdpa", "ch05-softmax"
+N_STUDENTS = 44
+CHAPTER_SAMPLES = ("correct", "partial", "crash", "blank", "broken_json")
+GRADE_CALL = re.compile(r'quiz\.grade\(_answer, number=(\d+), multi=(True|False), points=(\d+), key="([A-D]+)"')
+
+
+# --------------------------------------------------------------------------- reading answers without running them
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ('# 第 1 题\nanswer = "B"', "B"),
+    ('answer = "A"\nanswer = "C"', "C"),
+    ('answer = ["A", "B"]', ["A", "B"]),
+    ('answer: str = "D"', "D"),
+    ("answer = None", None),
+    ('# YOUR CODE HERE\nraise NotImplementedError()\nanswer = "A"', quiz.MISSING),
+    ("x = 1", quiz.MISSING),
+    ('answer = "A"(', quiz.MISSING),
+    ('answer = "".join(["A"])', ia.UNREADABLE),
+])
+def test_answer_value_reads_the_literal_a_run_would_assign(source, expected):
+    got = ia.answer_value(source)
+    assert got is expected if expected in (quiz.MISSING, ia.UNREADABLE) else got == expected
+
+
+ITEM = ia.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
+
+
+@pytest.mark.parametrize(("value", "status", "letters"), [
+    ("b", "valid", "B"), ("Ａ，Ｃ", "valid", "AC"), (["d"], "valid", "D"), ("AB", "valid", "AB"),
+    ("", "blank", ""), ("  ", "blank", ""), ([], "blank", ""), (quiz.MISSING, "blank", ""),
+    ("Z", "invalid", ""), ("AA", "invalid", ""), (1, "invalid", ""), (None, "invalid", ""),
+    (ia.UNREADABLE, "invalid", ""),
+])
+def test_read_choice_uses_the_course_parser(value, status, letters):
+    assert ia.read_choice(value, ITEM) == ia.Choice(status, frozenset(letters))
+
+
+def test_grade_call_reads_the_key_of_every_source_question():
+    nb = nbformat.read(ROOT / "solutions" / QUIZ / f"{QUIZ}.ipynb", as_version=4)
+    tests = [c for c in nb.cells if re.fullmatch(r"q\d\d_test", c.metadata.get("nbgrader", {}).get("grade_id", ""))]
+    assert len(tests) == 10
+    for cell in tests:
+        number, multi, points, key = GRADE_CALL.search(cell.source).groups()
+        call = ia.grade_call(cell.source)
+        assert (call["number"], call["multi"], call["points"], call["key"]) == (int(number), multi == "True",
+                                                                                   int(points), key)
+    assert ia.grade_call("print(1)") is None and ia.grade_call("def (") is None
+
+
+def test_point_biserial_is_pearson_and_undefined_for_constants():
+    rng = np.random.default_rng(0)
+    x, y = rng.random(50) < 0.4, rng.normal(size=50)
+    assert ia.point_biserial(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert math.isnan(ia.point_biserial(np.zeros(5), y[:5]))
+    assert math.isnan(ia.point_biserial(x[:5], np.ones(5)))
+
+
+def test_histogram_covers_zero_to_max_and_counts_the_maximum():
+    edges, counts = ia.histogram([0, 0.5, 6.99, 13, 13, 12.5], 13)
+    assert edges[0] == 0 and edges[-1] == 13 and len(counts) == 13
+    assert counts.sum() == 6 and counts[0] == 2 and counts[-1] == 3
+    edges, counts = ia.histogram(np.linspace(0, 100, 41), 100)
+    assert len(counts) == 20 and counts.sum() == 41
+
+
+# --------------------------------------------------------------------------- the generated class
+
+def quiz_keys() -> dict[str, tuple[frozenset, bool, int]]:
+    """Answer cell -> (key letters, multi, points), read from the source notebook's hidden tests."""
+    nb = nbformat.read(ROOT / "solutions" / QUIZ / f"{QUIZ}.ipynb", as_version=4)
+    keys = {}
+    for cell in nb.cells:
+        m = GRADE_CALL.search(cell.source)
+        if m:
+            keys[f"q{int(m[1]):02d}"] = (frozenset(m[4]), m[2] == "True", int(m[3]))
+    return keys
+
+
+def _literal(letters: list[str], rng) -> str:
+    """The letters in one of the accepted formats."""
+    form = rng.integers(6)
+    if form == 0:
+        return repr("".join(letters))
+    if form == 1:
+        return repr(", ".join(letters).lower())
+    if form == 2:
+        return repr("".join(chr(ord(ch) + 0xFEE0) for ch in letters))  # full width
+    if form == 3:
+        return repr(list(letters))
+    if form == 4:
+        return repr(" ".join(reversed(letters)))
+    return repr("、".join(letters))
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def generate_class(seed: int = 20261130, n: int = N_STUDENTS):
+    """Per student: the answer cell sources and what each answer means.
+
+    Returns ``(sources, intended, ability)``: ``sources[student][cell]`` is the
+    cell text; ``intended[student][cell]`` is a frozenset of letters, or
+    ``"blank"`` / ``"invalid"``.
+    """
+    rng = np.random.default_rng(seed)
+    keys = quiz_keys()
+    easiness = dict(zip(sorted(keys), np.linspace(1.2, -0.6, len(keys)), strict=True))
+    sources, intended, ability = {}, {}, {}
+    for i in range(n):
+        student = f"s{i:02d}"
+        theta = float(rng.normal())
+        ability[student] = theta
+        sources[student], intended[student] = {}, {}
+        for cell, (key, multi, _) in keys.items():
+            head = f"# 第 {int(cell[1:])} 题\n"
+            u = rng.random()
+            if u < 0.05:
+                text = str(rng.choice(['answer = ""', "answer = []", "# YOUR CODE HERE\nraise NotImplementedError()"]))
+                meaning = "blank"
+            elif u < 0.10:
+                text = str(rng.choice(['answer = "Z"', 'answer = "AA"', "answer = 1", 'answer = "答案B"']))
+                meaning = "invalid"
+            else:
+                distractors = sorted(set("ABCD") - key)
+                if multi:
+                    # each right option is seen more often, each wrong one less often, the stronger the student
+                    letters = {ch for ch in key if rng.random() < _sigmoid(2.2 * theta + easiness[cell] + 1)}
+                    letters |= {ch for ch in distractors if rng.random() < _sigmoid(-2.2 * theta - 1)}
+                    if not letters:
+                        letters = {str(rng.choice(sorted("ABCD")))}
+                elif rng.random() < _sigmoid(2.2 * theta + easiness[cell]):
+                    letters = set(key)
+                else:
+                    # the first distractor is the popular one
+                    letters = {str(rng.choice(distractors, p=[0.6, 0.25, 0.15]))}
+                    if rng.random() < 0.05:
+                        letters.add(str(rng.choice(sorted(set("ABCD") - letters))))  # two letters on a single choice
+                meaning = frozenset(letters)
+                text = f"answer = {_literal(sorted(letters), rng)}"
+            sources[student][cell] = head + text
+            intended[student][cell] = meaning
+    return sources, intended, ability
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """One course: the generated quiz class and the ch05 samples, each assignment autograded once."""
+    from grading.course import Course
+
+    course = Course(tmp_path_factory.mktemp("itemcourse"))
+    course.add_sources([QUIZ, CHAPTER])
+    for name in (QUIZ, CHAPTER):
+        course.nbgrader("generate_assignment", name, "--force")
+    release = nbformat.read(course.path("notebooks", QUIZ, f"{QUIZ}.ipynb"), as_version=4)
+    sources, intended, ability = generate_class()
+    for student, cells in sources.items():
+        dest = course.path("submitted", student, QUIZ)
+        dest.mkdir(parents=True)
+        nbformat.write(with_cells(release, cells), str(dest / f"{QUIZ}.ipynb"))
+    broken = course.path("submitted", "s99-broken", QUIZ)
+    broken.mkdir(parents=True)
+    (broken / f"{QUIZ}.ipynb").write_text('{"cells": [', encoding="utf-8")
+    for sample in CHAPTER_SAMPLES:
+        dest = course.path("submitted", f"ch-{sample}", CHAPTER)
+        shutil.copytree(ROOT / "grading" / "samples" / CHAPTER / sample, dest)
+        for damaged in dest.glob("*.ipynb.broken"):
+            damaged.rename(damaged.with_suffix(""))
+    seconds = {}
+    for name in (QUIZ, CHAPTER):
+        start = time.perf_counter()
+        course.nbgrader("autograde", name, "--force", check=False)  # exits 1 because of the broken sheets
+        seconds[name] = time.perf_counter() - start
+    print(f"autograde: {seconds}")
+    return course, intended, ability
+
+
+def gradebook_scores(course, assignment) -> dict[str, dict[str, float | None]]:
+    """Student -> grade cell -> score (None: waiting for a human), and ``"__total__"``, for autograded submissions.
+
+    Read with ``scripts/grade_samples.py``'s own SQL reader of the gradebook, not with the module under test.
+    """
+    from conftest import load_script
+
+    out = {}
+    for r in load_script("grade_samples").read_gradebook(course.path("gradebook.db")):
+        if r.assignment == assignment and any(course.path("autograded", r.student, assignment).glob("*.ipynb")):
+            out[r.student] = {cell: score for cell, (score, _) in r.cells.items()} | {"__total__": r.score}
+    return out
+
+
+class Page:
+    """The report's HTML and the numbers in its ``data-`` attributes."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def rows(self, **attrs) -> list[dict]:
+        """Attributes of every ``<tr>`` that has all the given ``data-`` attribute values."""
+        out = []
+        for tag in re.findall(r"<tr\b[^>]*>", self.text):
+            found = {k.replace("-", "_"): html.unescape(v) for k, v in re.findall(r'data-([\w-]+)="([^"]*)"', tag)}
+            if all(found.get(k) == v for k, v in attrs.items()) and found:
+                out.append(found)
+        return out
+
+    def options(self, question: str) -> dict[str, dict]:
+        table = re.search(rf'<table class="options" data-question="{question}"[^>]*>(.*?)</table>', self.text, re.S)
+        assert table, question
+        return {r["option"]: r for r in Page(table.group(1)).rows()}
+
+
+@pytest.fixture(scope="module")
+def quiz_page(graded_class, tmp_path_factory):
+    course, _, _ = graded_class
+    out = tmp_path_factory.mktemp("report") / "quiz.html"
+    path, analysis = ia.write_report(course.root, QUIZ, out)
+    return Page(path.read_text(encoding="utf-8")), analysis, path
+
+
+@pytest.fixture(scope="module")
+def chapter_page(graded_class, tmp_path_factory):
+    course, _, _ = graded_class
+    out = tmp_path_factory.mktemp("report") / "chapter.html"
+    path, analysis = ia.write_report(course.root, CHAPTER, out)
+    return Page(path.read_text(encoding="utf-8")), analysis, path
+
+
+@pytest.mark.parametrize("name", [QUIZ, CHAPTER])
+@pytest.mark.slow
+@pytest.mark.grading
+def test_correct_rates_and_means_equal_the_gradebook(graded_class, quiz_page, chapter_page, name):
+    course = graded_class[0]
+    page, analysis, _ = quiz_page if name == QUIZ else chapter_page
+    book = gradebook_scores(course, name)
+    assert {s.student for s in analysis.data.submissions} == set(book)
+    assert f'id="class-size" data-count="{len(book)}"' in page.text
+    cells = {r["cell"]: r for r in page.rows() if "cell" in r}
+    assert set(cells) == {c for scores in book.values() for c in scores} - {"__total__"}
+    for cell, row in cells.items():
+        got = [scores[cell] for scores in book.values()]
+        graded = [g for g in got if g is not None]
+        max_score = {c: m for c, m in analysis.data.cells}[cell]
+        assert int(row["graded"]) == len(graded) and int(row["pending"]) == len(got) - len(graded)
+        if graded:
+            assert float(row["mean"]) == pytest.approx(np.mean(graded), abs=1e-9), cell
+            assert float(row["full_rate"]) == pytest.approx(np.mean(np.isclose(graded, max_score)), abs=1e-9), cell
+        else:
+            assert row["mean"] == "" and row["full_rate"] == ""
+    bins = [int(r["bin_count"]) for r in page.rows() if "bin_count" in r]
+    assert sum(bins) == len(book)
+    totals = [scores["__total__"] for scores in book.values()]
+    want, _ = np.histogram(totals, bins=np.linspace(0, analysis.data.max_score, len(bins) + 1))
+    assert bins == want.tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_the_class_is_realistic(graded_class):
+    """The generated sheets mean what the generator says: gradebook score == the rule applied to the intent."""
+    course, intended, _ = graded_class
+    book = gradebook_scores(course, QUIZ)
+    assert len(book) == N_STUDENTS
+    keys = quiz_keys()
+    for student, cells in intended.items():
+        for cell, meaning in cells.items():
+            key, multi, points = keys[cell]
+            want = 0.0 if isinstance(meaning, str) else quiz.score(meaning, key, multi=multi, points=points)
+            assert book[student][f"{cell}_test"] == pytest.approx(want, abs=1e-9), (student, cell, meaning)
+    kinds = [m if isinstance(m, str) else "valid" for cells in intended.values() for m in cells.values()]
+    assert kinds.count("blank") >= 10 and kinds.count("invalid") >= 10
+    totals = [scores["__total__"] for scores in book.values()]
+    assert np.std(totals) > 2, "the class spreads over the scale"
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_option_counts_equal_what_the_generator_chose(graded_class, quiz_page):
+    _, intended, _ = graded_class
+    page, _, _ = quiz_page
+    keys = quiz_keys()
+    for cell, (key, _, _) in keys.items():
+        rows = page.options(cell)
+        chosen = [cells[cell] for cells in intended.values()]
+        for letter in "ABCD":
+            want = sum(1 for m in chosen if not isinstance(m, str) and letter in m)
+            assert int(rows[letter]["count"]) == want, (cell, letter)
+            assert rows[letter]["key"] == ("1" if letter in key else "0")
+        assert int(rows["blank"]["count"]) == chosen.count("blank")
+        assert f'data-question="{cell}" data-disagree="0"' in page.text  # the text read = what the kernel graded
+        assert int(rows["invalid"]["count"]) == chosen.count("invalid")
+    # the key is named in each question's heading
+    for cell, (key, _, _) in keys.items():
+        heading = rf'<h3 id="{cell}">第 {int(cell[1:])} 题（[^<]*正确答案 {quiz.format_letters(key)}）'
+        assert re.search(heading, page.text), cell
+    assert 'id="unreadable" data-count="1"' in page.text and "s99-broken" in page.text
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_discrimination_follows_ability(graded_class, quiz_page):
+    """Keys discriminate positively, distractors negatively; the numbers are the rest-score correlation."""
+    course, intended, _ = graded_class
+    page, _, _ = quiz_page
+    book = gradebook_scores(course, QUIZ)
+    students = sorted(book)
+    keys = quiz_keys()
+    key_r, distractor_r = [], []
+    for cell, (key, _, _) in keys.items():
+        rows = page.options(cell)
+        rest = np.array([book[s]["__total__"] - book[s][f"{cell}_test"] for s in students])
+        for letter in "ABCD":
+            picked = np.array([not isinstance(intended[s][cell], str) and letter in intended[s][cell]
+                               for s in students])
+            if picked.all() or not picked.any():
+                assert rows[letter]["discrimination"] == ""
+                continue
+            r = float(rows[letter]["discrimination"])
+            assert r == pytest.approx(np.corrcoef(picked, rest)[0, 1], abs=1e-9), (cell, letter)
+            (key_r if letter in key else distractor_r).append(r)
+    # Ability drives the choices: every key letter correlates positively and on average about +0.5, distractors
+    # about -0.3 (seeds 1-5 of the generator: mean key +0.40..+0.53, weakest key +0.18, mean distractor -0.29..-0.34).
+    # Choices unrelated to ability would give 0 +- 0.15 per option and 0 +- 0.04 for a mean of ~14.
+    assert min(key_r) > 0, key_r
+    assert np.mean(key_r) > 0.3 and np.mean(distractor_r) < -0.15, (np.mean(key_r), np.mean(distractor_r))
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_page_is_offline_and_chinese(quiz_page, chapter_page):
+    for page, _, path in (quiz_page, chapter_page):
+        text = page.text
+        assert not re.search(r"<script|<link|<iframe|<object|<embed|@import", text, re.I)
+        images = re.findall(r'<img\b[^>]*\bsrc="([^"]*)"', text)
+        assert images and all(src.startswith("data:image/png;base64,") for src in images)
+        without_images = re.sub(r'src="data:[^"]*"', "", text)
+        assert not re.search(r"https?:|//[a-z]", without_images, re.I)
+        for phrase in ("题目分析", "区分度", "点二列相关", "全班总分分布", "答对率"):
+            assert phrase in text, phrase
+        assert 'lang="zh-CN"' in text and path.stat().st_size < 2_000_000
+    chapter = chapter_page[0].text
+    assert 'id="unreadable" data-count="1"' in chapter and "ch-broken_json" in chapter
+    assert "待人工批改" in chapter and "各练习的得分分布" in chapter
+    assert "选项分析" not in chapter and "选项分析" in quiz_page[0].text
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_chapter_exercises_have_their_distribution(chapter_page, graded_class):
+    course = graded_class[0]
+    page, analysis, _ = chapter_page
+    book = gradebook_scores(course, CHAPTER)
+    assert len(book) == len(CHAPTER_SAMPLES) - 1
+    for st in analysis.cells:
+        scores = [book[s][st.name] for s in book if book[s][st.name] is not None]
+        assert sum(st.distribution.values()) == len(scores)
+        assert sorted(st.distribution) == sorted({round(v, 2) for v in scores})
+    written = {st.name: st for st in analysis.cells}["written_shift"]
+    # correct, partial and crash wrote an answer a human has to grade; whatever the blank sheet got is in the gradebook
+    assert written.pending >= 3 and written.pending + written.graded == len(book)
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_command_line(graded_class, tmp_path, capsys):
+    from conftest import load_script
+
+    course = graded_class[0]
+    out = tmp_path / "r.html"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "item_analysis.py"), str(course.root), QUIZ,
+                          "-o", str(out)], capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"{N_STUDENTS} 份提交纳入统计，1 份无法读取" in run.stdout and out.exists()
+    script = load_script("item_analysis")
+    assert script.main([str(course.root), "no-such"]) == 2
+    assert "no-such" in capsys.readouterr().err
+    assert script.main([str(tmp_path), QUIZ]) == 2
+    assert "gradebook.db" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+@pytest.mark.browser
+@pytest.mark.cjk_font
+def test_page_renders_in_chromium(quiz_page, tmp_path):
+    """Headless Chromium, no network: the Chinese headings are there and every figure decodes."""
+    from conftest import provision
+
+    page = tmp_path / "page.html"
+    probe = """<script>window.addEventListener("load", () => {
+      const imgs = Array.from(document.images);
+      const ok = imgs.filter(i => i.complete && i.naturalWidth > 100 && i.naturalHeight > 100);
+      const h = Array.from(document.querySelectorAll("h1, h2, h3")).map(x => x.textContent);
+      document.title = "imgs:" + imgs.length + " ok:" + ok.length + " headings:" + h.length +
+        " h1:" + h[0] + " width:" + (document.documentElement.scrollWidth <= window.innerWidth + 1);
+    });</script></body>"""
+    page.write_text(quiz_page[0].text.replace("</body>", probe), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        run = subprocess.run([provision.find_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                              "--disable-background-networking", f"--user-data-dir={profile}", "--window-size=1200,900",
+                              "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=120, check=False)
+    title = re.search(r"<title>(.*?)</title>", run.stdout)
+    assert title, run.stderr[-2000:]
+    imgs, ok, headings, h1, fits = re.fullmatch(r"imgs:(\d+) ok:(\d+) headings:(\d+) h1:(.*) width:(\w+)",
+                                                title.group(1)).groups()
+    assert int(imgs) == 3 and int(ok) == 3, title.group(1)
+    assert int(headings) >= 2 + 10 and h1 == f"题目分析：{QUIZ}" and fits == "true"
+    assert "选项分析（干扰项分析）" in run.stdout and "正确选项 ✓" in run.stdout
+
+
+@pytest.mark.cjk_font
+def test_statistics_of_a_small_hand_made_class():
+    """Counts, rates, pending manual grades and a disagreement, on four students, without nbgrader."""
+    single = ia.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
+    multi = ia.QuizItem("q02", "q02_test", 2, frozenset("AC"), "ABCD", True, 2.0)
+    c = ia.Choice
+
+    def sub(name, s1, s2, ch1, ch2, written=None):
+        return ia.Submission(name, s1 + s2 + (written or 0.0), {"q01_test": s1, "q02_test": s2, "essay": written},
+                             {"q01": ch1, "q02": ch2})
+
+    data = ia.AssignmentData("quiz-x", 5.0, [("q01_test", 1.0), ("q02_test", 2.0), ("essay", 2.0)], [single, multi], [
+        sub("a", 1.0, 2.0, c("valid", frozenset("B")), c("valid", frozenset("AC")), 2.0),
+        sub("b", 0.0, 1.0, c("valid", frozenset("A")), c("valid", frozenset("A"))),
+        sub("c", 0.0, 0.0, c("blank"), c("invalid")),
+        sub("d", 1.0, 0.0, c("valid", frozenset("AB")), c("valid", frozenset("ABCD")), 1.0),
+    ], {"e": "坏文件"})
+    cells = {st.name: st for st in ia.cell_stats(data)}
+    assert cells["q01_test"].mean == 0.5 and cells["q01_test"].full_rate == 0.5
+    assert cells["q02_test"].mean == 0.75 and cells["q02_test"].full_rate == 0.25
+    assert cells["q02_test"].distribution == {0.0: 2, 1.0: 1, 2.0: 1}
+    assert (cells["essay"].graded, cells["essay"].pending, cells["essay"].mean) == (2, 2, 1.5)
+    q1, q2 = ia.option_stats(data)
+    assert q1.counts == {"A": 2, "B": 2, "C": 0, "D": 0} and (q1.blank, q1.invalid) == (1, 0)
+    assert q2.counts == {"A": 3, "B": 1, "C": 2, "D": 1} and (q2.blank, q2.invalid) == (0, 1)
+    assert math.isnan(q1.discrimination["C"])
+    assert q1.disagree == 1 and q2.disagree == 0  # "AB" on a single choice scores 0, the gradebook says 1
+    page = ia.render_html(ia.analyse(data))
+    assert "有 1 份答案按笔记本里的文字读出的结果与成绩库的得分不一致" in page
+    assert 'id="unreadable" data-count="1"' in page and "坏文件" in page and 'data-count="4"' in page
+    assert "<script" not in page and page.count("data:image/png;base64,") == 3
+
+
+def test_a_damaged_autograded_notebook_is_a_reason_not_a_crash(tmp_path):
+    (tmp_path / "quiz-x.ipynb").write_text('{"cells": [', encoding="utf-8")
+    sources, reason = ia._read_autograded(tmp_path, ["quiz-x"])
+    assert sources == {} and "无法读取" in reason
+    sources, reason = ia._read_autograded(tmp_path, ["other"])
+    assert sources == {} and "没有自动评分后的笔记本" in reason
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('answer = "C"', metadata={
+        "nbgrader": {"grade_id": "q01", "solution": True, "grade": False}})])
+    nbformat.write(nb, str(tmp_path / "good.ipynb"))
+    assert ia._read_autograded(tmp_path, ["good"]) == ({"good": {"q01": 'answer = "C"'}}, None)
