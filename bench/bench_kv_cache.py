@@ -26,7 +26,7 @@ PROMPT, NEW = 16, 512
 TARGET = 10.0
 
 
-def generation_case(rounds: int = 3) -> dict:
+def generation_case(rounds: int = 5) -> dict:
     model = TinyDecoder(vocab_size=256, d_model=128, n_heads=4, n_layers=2, seed=0)
     prompt = torch.randint(0, model.vocab_size, (PROMPT,), generator=torch.Generator().manual_seed(0))
     threads = torch.get_num_threads()

@@ -19,13 +19,14 @@ instead of ``n^2 d``, and the memory like ``n (2.5 window + g)``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .. import _checks
 from ._arrays import as_float_arrays
-from .softmax import softmax_
+from .softmax import safe_reciprocal, softmax_
 
 #: Chunks hold ``window // CHUNK_DIVISOR`` queries (see :func:`chunk_size`).
 CHUNK_DIVISOR = 2  # measured: about 10% faster than chunks of a whole window (n = 16384, window 256)
@@ -75,21 +76,25 @@ def local_and_global(q, k, v, window: int, glob: np.ndarray, causal: bool, batch
     n_chunks = -(-n // size)  # ceil(n / size)
     q_chunks = chunks(q, size, n_chunks)  # (..., C, c, d_k)
     local = q_chunks @ np.swapaxes(spans(k, window, size, n_chunks, causal), -1, -2)  # (..., C, c, span)
-    allowed = span_mask(n, window, size, n_chunks, causal, glob)  # (C, c, span)
+    np.copyto(local, -np.inf, where=span_hidden(n, window, size, n_chunks, causal, tuple(glob)))
+    parts = [local]  # the scores of each query: its span, then the global keys
     if glob.size:
-        glob_scores = q_chunks @ np.swapaxes(k[..., glob, :], -1, -2)[..., None, :, :]  # (..., C, c, g)
-        position = np.arange(n_chunks * size).reshape(n_chunks, size, 1)  # query positions (C, c, 1)
-        glob_allowed = glob <= position if causal else np.ones((n_chunks, size, glob.size), dtype=bool)
-        scores = np.concatenate([local, glob_scores], axis=-1)  # (..., C, c, span + g)
-        allowed = np.concatenate([allowed, glob_allowed], axis=-1)
-    else:
-        scores = local
-    weights = softmax_(scores, mask=allowed)  # in place: (..., C, c, span [+ g])
-    span = allowed.shape[-1] - glob.size
-    local_weights = np.ascontiguousarray(weights[..., :span])  # BLAS needs contiguous operands
-    out = local_weights @ spans(v, window, size, n_chunks, causal)  # (..., C, c, d_v)
+        far = q_chunks @ np.swapaxes(k[..., glob, :], -1, -2)[..., None, :, :]  # (..., C, c, g)
+        if causal:
+            position = np.arange(n_chunks * size).reshape(n_chunks, size, 1)  # (C, c, 1)
+            np.copyto(far, -np.inf, where=glob > position)
+        parts.append(far)
+    # One softmax over the parts together, without joining them into one array: shift by the common
+    # maximum, exponentiate in place, and divide the output (c x d_v) rather than the weights by the total.
+    shift = np.maximum.reduce([part.max(axis=-1, keepdims=True) for part in parts])  # (..., C, c, 1)
+    shift[~np.isfinite(shift)] = 0  # a query that sees nothing (padding past n): exp(-inf) = 0, not nan
+    for part in parts:
+        np.exp(np.subtract(part, shift, out=part), out=part)
+    total = sum(part.sum(axis=-1, keepdims=True) for part in parts)  # (..., C, c, 1)
+    out = local @ spans(v, window, size, n_chunks, causal)  # (..., C, c, d_v)
     if glob.size:
-        out = out + weights[..., span:] @ v[..., None, glob, :]
+        out += parts[1] @ v[..., None, glob, :]
+    out *= safe_reciprocal(total)
     out = out.reshape(out.shape[:-3] + (n_chunks * size, v.shape[-1]))[..., :n, :]  # (..., n, d_v)
     return out if out.shape[:-2] == batch else np.broadcast_to(out, batch + out.shape[-2:]).copy()
 
@@ -114,7 +119,7 @@ def span_length(window: int, size: int, causal: bool) -> int:
 def spans(x: np.ndarray, window: int, size: int, n_chunks: int, causal: bool) -> np.ndarray:
     """For chunk c, the rows of ``x`` from ``c size - (window - 1)`` on that its queries may see: (..., C, span, d).
 
-    Rows outside ``0 .. n-1`` are zero padding (masked by :func:`span_mask`).
+    Rows outside ``0 .. n-1`` are zero padding (hidden by :func:`span_hidden`).
     """
     span = span_length(window, size, causal)
     before = window - 1
@@ -124,12 +129,19 @@ def spans(x: np.ndarray, window: int, size: int, n_chunks: int, causal: bool) ->
     return np.ascontiguousarray(np.swapaxes(view, -1, -2))  # (..., C, span, d): O(n d) copy, fast products
 
 
-def span_mask(n: int, window: int, size: int, n_chunks: int, causal: bool, glob: np.ndarray) -> np.ndarray:
-    """Which (query, span key) pairs are inside the window, inside the sequence and not global keys: (C, size, span)."""
+@functools.lru_cache(maxsize=4)  # a few MB each at n = 16384
+def span_hidden(n: int, window: int, size: int, n_chunks: int, causal: bool, glob: tuple) -> np.ndarray:
+    """Which (query, span key) pairs are *not* attended: outside the window or the sequence, or a global key
+    (scored with the global keys instead): (C, size, span), read-only.
+
+    It depends on the sizes only, so it is computed once per shape and kept (the last few shapes).
+    """
     span = span_length(window, size, causal)
     # query a of a chunk minus key b of its span is a + (window - 1) - b, the same for every chunk
     offset = np.arange(size)[:, None] + (window - 1) - np.arange(span)  # (size, span): i - j
     near = (offset >= 0) & (offset < window) if causal else np.abs(offset) < window
     query = np.arange(n_chunks * size).reshape(n_chunks, size, 1)  # (C, size, 1)
     key = (np.arange(n_chunks) * size - (window - 1))[:, None, None] + np.arange(span)  # (C, 1, span)
-    return near & (key >= 0) & (key < n) & ~np.isin(key, glob) & (query < n)
+    hidden = ~(near & (key >= 0) & (key < n) & ~np.isin(key, glob) & (query < n))
+    hidden.flags.writeable = False
+    return hidden
