@@ -44,3 +44,46 @@ def run_lesson(page: pathlib.Path) -> dict:
         exec(compile(cell, f"{page.name}[cell {i}]", "exec"), namespace)  # noqa: S102 - our own lesson
     plt.close("all")
     return namespace
+
+
+def run_lesson_glued(page: pathlib.Path) -> dict:
+    """:func:`run_lesson` with what the cells ``glue`` collected under ``"glued"``.
+
+    A lesson may pin torch to one thread (its first cell says so); the test process gets its setting back.
+    """
+    import myst_nb
+    import torch
+
+    glued, real, threads = {}, myst_nb.glue, torch.get_num_threads()
+    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
+    try:
+        namespace = run_lesson(page)
+    finally:
+        myst_nb.glue = real
+        torch.set_num_threads(threads)
+    return namespace | {"glued": glued}
+
+
+def section(text: str, heading: str) -> str:
+    """The text of a ``## heading`` section, up to the next ``## ``."""
+    start = text.index(f"## {heading}")
+    end = text.find("\n## ", start + 3)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def assert_glued_values_are_plain_numbers(page: pathlib.Path, glued: dict) -> None:
+    """Every ``{glue:text}`` name of the prose was glued, and as a plain int or float.
+
+    MyST-NB formats a glued value's text/plain repr: ``np.float64(...)`` would fail the build.
+    """
+    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(page)))
+    assert used <= set(glued)
+    assert all(type(v) in (int, float) for v in glued.values()), glued
+
+
+def assert_code_lines_fit_the_page(page: pathlib.Path, columns: int = 74) -> None:
+    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
+    from grading.nbgrader_validate import display_width
+
+    wide = [line for cell in code_cells(page) for line in cell.splitlines() if display_width(line) > columns]
+    assert not wide, wide

@@ -18,7 +18,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson,
+    section,
+)
 from nbrun import read_wrong_solution
 
 from attnlib import numpy as anp
@@ -36,13 +43,6 @@ def chapter() -> dict:
     return run_lesson(CHAPTER)
 
 
-def _section(text: str, heading: str) -> str:
-    """The text of a ``## heading`` section, up to the next ``## ``."""
-    start = text.index(f"## {heading}")
-    end = text.find("\n## ", start + 3)
-    return text[start:] if end < 0 else text[start:end]
-
-
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
@@ -52,7 +52,7 @@ def test_page_has_the_planned_shape_and_length():
     assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     body = prose(CHAPTER)
     assert body.index("{doc}`ch05-softmax`") < 100  # opens from chapter 5
-    assert "{doc}`ch07-parallel`" in _section(body, "小结")  # and leads into chapter 7
+    assert "{doc}`ch07-parallel`" in section(body, "小结")  # and leads into chapter 7
     for term in ("查询（query）", "键（key）", "值（value）", "词元（token）"):
         assert term in body
     assert body.index("词元（token）") <= body.index("词元")  # glossed where it first appears
@@ -85,7 +85,7 @@ def test_chapter_8_is_linked_once_it_is_in_the_book_and_named_otherwise():
 
 def test_chapter_5_leads_into_this_one_and_the_toc_and_roadmap_list_it():
     ch05 = prose(ROOT / "book" / "ch05-softmax.md")
-    assert "{doc}`ch06-attention`" in _section(ch05, "小结")
+    assert "{doc}`ch06-attention`" in section(ch05, "小结")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     part = next(p for p in toc["parts"] if p["caption"] == "第二部分 完整的注意力")
     files = [c["file"] for c in part["chapters"]]

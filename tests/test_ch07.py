@@ -18,7 +18,14 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson,
+    section,
+)
 from nbrun import read_wrong_solution
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -36,12 +43,6 @@ if str(ROOT) not in sys.path:
 def chapter() -> dict:
     """The namespace left by running every code cell of the chapter."""
     return run_lesson(CHAPTER)
-
-
-def _section(text: str, heading: str) -> str:
-    start = text.index(f"## {heading}")
-    end = text.find("\n## ", start + 3)
-    return text[start:] if end < 0 else text[start:end]
 
 
 def _multiply_adds(f, *arrays) -> int:
@@ -62,16 +63,16 @@ def test_page_has_the_planned_shape_and_length():
     for term in ("查询（query）", "键（key）", "值（value）", "词元（token）"):
         assert term in body
     assert "一种常见的说法是" in body  # the claim about the cost, quoted, then corrected
-    measured = _section(body, "测量：用时随 $n$ 的变化")
+    measured = section(body, "测量：用时随 $n$ 的变化")
     assert "threadpool_limits(1)" in measured and "2 核" in measured and "没有在 GPU 上测量" in measured
-    assert "本书没有在 GPU 上测量" in _section(body, "GPU 改变了什么")
+    assert "本书没有在 GPU 上测量" in section(body, "GPU 改变了什么")
     assert text.index("## 练习") < text.index("```{exercises} ch07-parallel") < text.index("## 自测")
     assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch07-parallel.yml")
 
 
 def test_no_gpu_figure_is_claimed():
     """Every number of the prose is glued from this machine's cells; the GPU section states none."""
-    gpu = _section(prose(CHAPTER), "GPU 改变了什么")
+    gpu = section(prose(CHAPTER), "GPU 改变了什么")
     assert "{glue" not in gpu and not re.search(r"\d+(\.\d+)?\s*(倍|毫秒|秒)", gpu)
 
 
@@ -90,7 +91,7 @@ def test_code_lines_fit_the_page():
 def test_chapter_8_is_linked_once_it_is_in_the_book_and_named_otherwise():
     """The summary leads into chapter 8; a {doc} link to a page missing from _toc.yml breaks the -W build."""
     text = CHAPTER.read_text(encoding="utf-8")
-    summary = _section(prose(CHAPTER), "小结")
+    summary = section(prose(CHAPTER), "小结")
     if "file: book/ch08-masks" in (ROOT / "_toc.yml").read_text(encoding="utf-8"):
         assert "{doc}`ch08-masks`" in summary
     else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-import unicodedata
 import warnings
 
 import assignments
@@ -20,7 +19,15 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    assert_code_lines_fit_the_page,
+    assert_glued_values_are_plain_numbers,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson_glued,
+)
 from nbrun import read_wrong_solution
 
 from attnlib import numpy as anp
@@ -35,15 +42,7 @@ if str(ROOT) not in sys.path:
 @pytest.fixture(scope="module")
 def chapter() -> dict:
     """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
-    import myst_nb
-
-    glued, real = {}, myst_nb.glue
-    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
-    try:
-        namespace = run_lesson(CHAPTER)
-    finally:
-        myst_nb.glue = real
-    return namespace | {"glued": glued}
+    return run_lesson_glued(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the page
@@ -76,20 +75,11 @@ def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
 
 @pytest.mark.cjk_font
 def test_glued_values_are_plain_numbers(chapter):
-    """MyST-NB formats a glued value's text/plain repr: np.float64(...) would fail the build."""
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used <= set(chapter["glued"])
-    assert all(type(v) in (int, float) for v in chapter["glued"].values()), chapter["glued"]
+    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
 
 
 def test_code_lines_fit_the_page():
-    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
-
-    def columns(line: str) -> int:
-        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-    wide = [line for cell in code_cells(CHAPTER) for line in cell.splitlines() if columns(line) > 74]
-    assert not wide, wide
+    assert_code_lines_fit_the_page(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the lesson's claims

@@ -15,7 +15,6 @@ import math
 import re
 import sys
 import tracemalloc
-import unicodedata
 import warnings
 
 import assignments
@@ -24,7 +23,16 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    assert_code_lines_fit_the_page,
+    assert_glued_values_are_plain_numbers,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson_glued,
+    section,
+)
 from nbrun import read_wrong_solution
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -43,21 +51,7 @@ if str(ROOT) not in sys.path:
 @pytest.fixture(scope="module")
 def chapter() -> dict:
     """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
-    import myst_nb
-
-    glued, real = {}, myst_nb.glue
-    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
-    try:
-        namespace = run_lesson(CHAPTER)
-    finally:
-        myst_nb.glue = real
-    return namespace | {"glued": glued}
-
-
-def _section(text: str, heading: str) -> str:
-    start = text.index(f"## {heading}")
-    end = text.find("\n## ", start + 3)
-    return text[start:] if end < 0 else text[start:end]
+    return run_lesson_glued(CHAPTER)
 
 
 def _peak(f) -> int:
@@ -82,10 +76,10 @@ def test_page_has_the_planned_shape_and_length():
         assert term in body, term
     assert body.index("词元（token）") <= body.index("词元")
     # the claims corrected are quoted as common statements, then measured
-    sparse_part = _section(body, "稀疏注意力：窗口加全局词元")
+    sparse_part = section(body, "稀疏注意力：窗口加全局词元")
     assert "一种常见的说法是" in sparse_part and "$O(n)$" in sparse_part and "$O(n(w+g))$" in sparse_part
     assert "一点点全面性" in sparse_part
-    assert "另一个函数" in _section(body, "线性注意力：换掉 softmax")
+    assert "另一个函数" in section(body, "线性注意力：换掉 softmax")
     assert text.index("## 练习") < text.index("```{exercises} ch10-efficiency") < text.index("## 自测")
     assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch10-efficiency.yml")
 
@@ -111,7 +105,7 @@ def test_the_toc_lists_this_chapter_first_in_part_three():
 
 def test_the_neighbours_link_this_chapter():
     ch09 = (ROOT / "book" / "ch09-multihead.md").read_text(encoding="utf-8")
-    assert "{doc}`ch10-efficiency`" in _section(ch09, "小结")
+    assert "{doc}`ch10-efficiency`" in section(ch09, "小结")
     intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
     roadmap = next(line for line in intro.splitlines() if line.startswith("- **第三部分"))
     assert "{doc}`ch10-efficiency`" in roadmap
@@ -120,7 +114,7 @@ def test_the_neighbours_link_this_chapter():
 def test_no_gpu_figure_is_claimed():
     """Nothing is measured on a GPU: the sentences about GPUs state no number and glue none."""
     body = prose(CHAPTER)
-    assert "本书没有在 GPU 上测量" in _section(body, "分块注意力：FlashAttention 的做法")
+    assert "本书没有在 GPU 上测量" in section(body, "分块注意力：FlashAttention 的做法")
     for sentence in re.split(r"[。；]", body):
         if "GPU" in sentence or "显存" in sentence:
             assert "{glue" not in sentence and not re.search(r"\d+(\.\d+)?\s*(倍|毫秒|秒)", sentence), sentence
@@ -137,20 +131,11 @@ def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
 
 @pytest.mark.cjk_font
 def test_glued_values_are_plain_numbers(chapter):
-    """MyST-NB formats a glued value's text/plain repr: np.float64(...) would fail the build."""
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used <= set(chapter["glued"])
-    assert all(type(v) in (int, float) for v in chapter["glued"].values()), chapter["glued"]
+    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
 
 
 def test_code_lines_fit_the_page():
-    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
-
-    def columns(line: str) -> int:
-        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-    wide = [line for cell in code_cells(CHAPTER) for line in cell.splitlines() if columns(line) > 74]
-    assert not wide, wide
+    assert_code_lines_fit_the_page(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the cost of the square

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 import warnings
 
 import assignments
@@ -22,7 +21,16 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    assert_code_lines_fit_the_page,
+    assert_glued_values_are_plain_numbers,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson_glued,
+    section,
+)
 from nbrun import read_wrong_solution
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -39,26 +47,8 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture(scope="module")
 def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued.
-
-    The lesson runs torch on one thread (its first cell says so); the test process gets its setting back.
-    """
-    import myst_nb
-
-    glued, real, threads = {}, myst_nb.glue, torch.get_num_threads()
-    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
-    try:
-        namespace = run_lesson(CHAPTER)
-    finally:
-        myst_nb.glue = real
-        torch.set_num_threads(threads)
-    return namespace | {"glued": glued}
-
-
-def _section(text: str, heading: str) -> str:
-    start = text.index(f"## {heading}")
-    end = text.find("\n## ", start + 3)
-    return text[start:] if end < 0 else text[start:end]
+    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
+    return run_lesson_glued(CHAPTER)
 
 
 def _source() -> str:
@@ -79,7 +69,7 @@ def test_page_has_the_planned_shape_and_length():
         assert term in opening, term
     assert body.index("词元（token）") <= body.index("词元")  # glossed where it first appears
     assert body.count("一种常见的说法是") >= 2  # two claims quoted, then corrected by the code
-    summary = _section(body, "小结")
+    summary = section(body, "小结")
     assert "{doc}`ch12-applications`" in summary  # chapter 12 is in the book: linked
     assert "没有训练" in body  # the model's weights are random, and the page says so
     assert text.index("## 练习") < text.index("```{exercises} ch11-kv-cache") < text.index("## 自测")
@@ -123,25 +113,16 @@ def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
 
 @pytest.mark.cjk_font
 def test_glued_values_are_plain_numbers(chapter):
-    """MyST-NB formats a glued value's text/plain repr: np.float64(...) would fail the build."""
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used <= set(chapter["glued"])
-    assert all(type(v) in (int, float) for v in chapter["glued"].values()), chapter["glued"]
+    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
 
 
 def test_code_lines_fit_the_page():
-    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
-
-    def columns(line: str) -> int:
-        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-    wide = [line for cell in code_cells(CHAPTER) for line in cell.splitlines() if columns(line) > 74]
-    assert not wide, wide
+    assert_code_lines_fit_the_page(CHAPTER)
 
 
 def test_the_measurement_is_described_as_it_is_done():
     """What the prose says about the runs (threads, repeats, lengths) is what the cells do."""
-    measured = _section(prose(CHAPTER), "测量：缓存省下了什么")
+    measured = section(prose(CHAPTER), "测量：缓存省下了什么")
     source = _source()
     assert "torch.set_num_threads(1)" in measured and "torch.set_num_threads(1)" in source
     assert "生成 512 个词元" in measured and "generation(512, use_cache=True, repeats=3)" in source

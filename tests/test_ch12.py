@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 import warnings
 
 import assignments
@@ -22,7 +21,16 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from lessons import (
+    ROOT,
+    assert_code_lines_fit_the_page,
+    assert_glued_values_are_plain_numbers,
+    chinese_characters,
+    code_cells,
+    prose,
+    run_lesson_glued,
+    section,
+)
 from nbrun import read_wrong_solution
 
 from attnlib import numpy as anp
@@ -38,26 +46,8 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture(scope="module")
 def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued.
-
-    The lesson runs torch on one thread (its first cell says so); the test process gets its setting back.
-    """
-    import myst_nb
-
-    glued, real, threads = {}, myst_nb.glue, torch.get_num_threads()
-    myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
-    try:
-        namespace = run_lesson(CHAPTER)
-    finally:
-        myst_nb.glue = real
-        torch.set_num_threads(threads)
-    return namespace | {"glued": glued}
-
-
-def _section(text: str, heading: str) -> str:
-    start = text.index(f"## {heading}")
-    end = text.find("\n## ", start + 3)
-    return text[start:] if end < 0 else text[start:end]
+    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
+    return run_lesson_glued(CHAPTER)
 
 
 def _source() -> str:
@@ -82,7 +72,7 @@ def test_page_has_the_planned_shape_and_length():
     assert body.count("一种常见的说法是") >= 1  # the claim about scaling in retrieval, then corrected by code
     for heading in ("常见的坑", "小结", "练习", "自测"):
         assert f"## {heading}" in text
-    assert "{doc}`api`" in _section(body, "小结")
+    assert "{doc}`api`" in section(body, "小结")
     assert text.index("## 练习") < text.index("```{exercises} ch12-applications") < text.index("## 自测")
     assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch12-applications.yml")
     for word in ("种子", "原题", "讲义"):
@@ -97,7 +87,7 @@ def test_the_book_links_here():
     line = next(line for line in intro.splitlines() if line.startswith("- **第四部分 应用与复盘**"))
     assert "{doc}`ch12-applications`" in line
     ch11 = (ROOT / "book" / "ch11-kv-cache.md").read_text(encoding="utf-8")
-    assert "{doc}`ch12-applications`" in _section(prose(ROOT / "book" / "ch11-kv-cache.md"), "小结")
+    assert "{doc}`ch12-applications`" in section(prose(ROOT / "book" / "ch11-kv-cache.md"), "小结")
     assert "第 12 章「应用场景」" not in ch11
     assert "{doc}`ch12-applications`" in (ROOT / "book" / "ch09-multihead.md").read_text(encoding="utf-8")
 
@@ -111,24 +101,15 @@ def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
 
 @pytest.mark.cjk_font
 def test_glued_values_are_plain_numbers(chapter):
-    """MyST-NB formats a glued value's text/plain repr: np.float64(...) would fail the build."""
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used <= set(chapter["glued"])
-    assert all(type(v) in (int, float) for v in chapter["glued"].values()), chapter["glued"]
+    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
 
 
 def test_code_lines_fit_the_page():
-    """The book's code boxes show about 74 columns at 1280 px (a Chinese character takes two)."""
-
-    def columns(line: str) -> int:
-        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-    wide = [line for cell in code_cells(CHAPTER) for line in cell.splitlines() if columns(line) > 74]
-    assert not wide, wide
+    assert_code_lines_fit_the_page(CHAPTER)
 
 
 def test_the_training_is_described_as_it_is_done():
-    training = _section(prose(CHAPTER), "在 CPU 上训练")
+    training = section(prose(CHAPTER), "在 CPU 上训练")
     source = _source()
     assert "64 句" in training and "400 步" in training and "Adam" in training
     assert "range(400)" in source and "make_batch(64)" in source and "torch.optim.Adam" in source
