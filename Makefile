@@ -1,11 +1,13 @@
 # The course's commands. Each sets up what it needs on a fresh machine:
 # a virtual environment in .venv with the pinned versions of constraints.txt.
 #   make book    build the Chinese Jupyter Book into _build/html (executes every lesson)
-#   make test    the whole test suite (library, notebooks, book, grading, browser); as root it first
-#                installs the CJK font and Chromium with apt, elsewhere the tests needing them skip
+#   make test    the whole test suite (library, notebooks, book, grading, browser, JupyterHub); it first
+#                installs JupyterHub's proxy with npm into .venv/hub-proxy and, as root, the CJK font,
+#                Chromium (and Node.js if npm is missing) with apt; where one is missing its tests skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
-#   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2]  autograde a whole class in parallel
+#   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2] [SANDBOX=nobody]  autograde a whole class in
+#                parallel (SANDBOX: as root, run the students' kernels as that unprivileged user)
 #   make report COURSE=dir ASSIGNMENT=quiz-sdpa [OUT=page.html]  item analysis of a graded assignment (offline HTML)
 #   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
 #   make bench   speed and memory ratios, measured side by side in one run
@@ -38,8 +40,8 @@ grade: $(STAMP)
 COURSE ?= .
 JOBS ?= 2
 grade-class: $(STAMP)
-	@test -n "$(ASSIGNMENT)" || { echo "用法：make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 [JOBS=2]"; exit 2; }
-	$(PY) scripts/grade_class.py $(ASSIGNMENT) --course $(COURSE) --jobs $(JOBS)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 [JOBS=2] [SANDBOX=nobody]"; exit 2; }
+	$(PY) scripts/grade_class.py $(ASSIGNMENT) --course $(COURSE) --jobs $(JOBS) $(if $(SANDBOX),--sandbox-user $(SANDBOX))
 
 .PHONY: report
 report: $(STAMP)

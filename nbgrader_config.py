@@ -27,6 +27,7 @@ from grading.nbgrader_feedback import (  # noqa: E402
     HideTestTracebacks,
     offline_mathjax,
 )
+from grading.nbgrader_formgrader import install as install_formgrader_feedback  # noqa: E402
 from grading.nbgrader_release import release_preprocessors  # noqa: E402
 from grading.nbgrader_validate import configure as configure_validate  # noqa: E402
 from grading.nbgrader_validate import install as install_validate  # noqa: E402
@@ -70,3 +71,4 @@ c.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(sys.modules["nbgrader"].__file__), "server_extensions", "formgrader", "templates"),
 ]
 c.HTMLExporter.filters = {"offline_mathjax": offline_mathjax}
+install_formgrader_feedback()  # the formgrader's "Generate Feedback" keeps this template too

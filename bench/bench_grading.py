@@ -18,6 +18,7 @@ autograde pays.  Both graders must give every submission the same total.
 from __future__ import annotations
 
 import itertools
+import os
 import pathlib
 import shutil
 import sys
@@ -69,11 +70,13 @@ def serial_seconds(tmp: pathlib.Path, assignment: str, n: int) -> tuple[float, d
     return time.perf_counter() - start, totals(course.path("gradebook.db"), assignment)
 
 
-def parallel_seconds(tmp: pathlib.Path, assignment: str, n: int, jobs: int) -> tuple[float, float, dict]:
+def parallel_seconds(tmp: pathlib.Path, assignment: str, n: int, jobs: int,
+                     sandbox_user: str | None = None) -> tuple[float, float, dict]:
     """Wall time of ``grade_class`` (whole run; and from the first to the last graded submission), and totals."""
-    root = fill_class(tmp / f"class-{assignment}-{n}-{jobs}", assignment, n)
+    root = fill_class(tmp / f"class-{assignment}-{n}-{jobs}-{sandbox_user}", assignment, n)
     marks = []
-    report = grade_class(root, assignment, jobs=jobs, progress=lambda *_: marks.append(time.perf_counter()))
+    report = grade_class(root, assignment, jobs=jobs, progress=lambda *_: marks.append(time.perf_counter()),
+                         sandbox_user=sandbox_user)
     assert not report.ungraded, report.problem_lines()
     return report.wall_seconds, marks[-1] - marks[0], totals(root / "gradebook.db", assignment)
 
@@ -99,6 +102,11 @@ def main() -> None:
             print(f"  nbgrader autograde, one at a time     {serial / FEW:5.2f}")
             print(f"  grade_class, 1 worker                 {one / FEW:5.2f} / {one_steady / (FEW - 1):5.2f}")
             print(f"  grade_class, {JOBS} workers                {two / FEW:5.2f} / {two_steady / (FEW - 1):5.2f}")
+            if os.geteuid() == 0:  # the sandbox needs root
+                boxed, boxed_steady, got3 = parallel_seconds(tmp, assignment, FEW, JOBS, "nobody")
+                assert got3 == expected, (expected, got3)
+                print(f"  grade_class, {JOBS} workers, sandboxed     {boxed / FEW:5.2f} / "
+                      f"{boxed_steady / (FEW - 1):5.2f}")
             print(f"  floor: one notebook in a fresh kernel {floor:5.2f}")
         wall, steady, got = parallel_seconds(tmp, "ch05-softmax", BATCH, JOBS)
         assert len(got) == BATCH

@@ -42,15 +42,18 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from grading import kernel_limits, sandbox
 from grading.course import REPO, SOLUTIONS, NbgraderError
 
 DEFAULT_MEMORY_GB = 4.0
 WORKER_DIED = "评分进程在这份作业上意外退出了两次（学生代码可能终止了评分进程）——未评分"
 CELL_ERRORS = {
     "CellTimeoutError": "超时被中断",
+    "DeadKernelError": "让内核退出或崩溃（评分时重启了内核，接着评后面的单元）",
     "MemoryError": "申请的内存超过上限",
     "_ArrayMemoryError": "申请的内存超过上限",
 }
+HUNG_CELL = "超时，而且中断不了（评分时重启了内核，接着评后面的单元）"
 
 
 @dataclass
@@ -138,8 +141,49 @@ def check_submission(folder: pathlib.Path, expected: dict[str, set]) -> list[str
     return problems
 
 
+def restore_locked_cells(folder: pathlib.Path, source: pathlib.Path) -> list[str]:
+    """Put back the read-only cells a student deleted, in place, in the notebooks of ``folder``.
+
+    nbgrader leaves a deleted test cell ungraded (flagged for manual grading);
+    read-only cells are the instructor's, so the copy being graded gets them
+    back from the source notebook, after the nearest earlier cell that is still
+    there (nbgrader then restores their exact text from the gradebook, as for
+    any read-only cell).  Returns one Chinese line per notebook that needed it.
+    """
+    import nbformat
+
+    lines = []
+    for path in sorted(folder.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        restored = _restore_cells(nb, nbformat.read(source / path.name, as_version=4))
+        if restored:
+            nbformat.write(nb, path)
+            lines.append(f"{path.stem} 删掉了只读单元 {', '.join(restored)}，评分时已按原样补回")
+    return lines
+
+
+def _restore_cells(nb, source) -> list[str]:
+    """Insert into ``nb`` the locked cells of ``source`` it lacks; return their grade ids."""
+    def grade_id(cell):
+        return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+    present = {grade_id(c) for c in nb.cells} - {None}
+    restored, after = [], None  # after: grade id of the last source cell that nb has
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if grade_id(cell) in present:
+            after = grade_id(cell)
+        elif meta.get("locked") and not meta.get("solution"):
+            position = next((i + 1 for i, c in enumerate(nb.cells) if after and grade_id(c) == after), 0)
+            nb.cells.insert(position, cell)
+            present.add(grade_id(cell))
+            restored.append(grade_id(cell))
+            after = grade_id(cell)
+    return restored
+
+
 def cell_problems(autograded: pathlib.Path) -> list[str]:
-    """Chinese lines for the cells of autograded notebooks that timed out or ran out of memory."""
+    """Chinese lines for the cells of autograded notebooks that timed out, killed the kernel or ran out of memory."""
     import nbformat
 
     lines = []
@@ -148,6 +192,7 @@ def cell_problems(autograded: pathlib.Path) -> list[str]:
         for index, cell in enumerate(nb.cells):
             for out in cell.get("outputs", []):
                 what = CELL_ERRORS.get(out.get("ename", "")) if out.get("output_type") == "error" else None
+                what = HUNG_CELL if what and out.get("evalue") == kernel_limits.HUNG else what
                 if what:
                     name = cell.metadata.get("nbgrader", {}).get("grade_id", f"第 {index + 1} 个单元")
                     lines.append(f"{path.stem} 的单元 {name} {what}，该单元出错（测试单元记 0 分）")
@@ -172,16 +217,17 @@ def log_problem(log: str) -> str:
 _WORKER: dict = {}
 
 
-def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0):
-    """The repository's ``nbgrader_config.py`` as a traitlets ``Config``, with overrides and the memory limit.
+def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0, sandbox: tuple | None = None):
+    """The repository's ``nbgrader_config.py`` as a traitlets ``Config``, with overrides and the kernel limits.
 
-    ``overrides`` maps ``"Section.option"`` to a value, e.g. ``{"Execute.timeout": 5}``.
+    ``overrides`` maps ``"Section.option"`` to a value, e.g. ``{"Execute.timeout": 5}``; ``sandbox`` is
+    ``Sandbox.worker_config`` (the user the kernels run as, see ``grading/sandbox.py``), or None.
     """
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
     from traitlets.config.loader import PyFileConfigLoader
 
-    from grading.kernel_limits import LimitedExecute
+    LimitedExecute = kernel_limits.LimitedExecute
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
     for key, value in (overrides or {}).items():
@@ -190,20 +236,23 @@ def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0):
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     config.Autograde.autograde_preprocessors = [LimitedExecute if p is Execute else p for p in default]
     config.LimitedKernelManager.memory_limit = int(memory_bytes)
+    if sandbox:
+        km = config.LimitedKernelManager
+        km.sandbox_uid, km.sandbox_gid, km.sandbox_root, km.sandbox_reach, km.sandbox_hide = sandbox
     return config
 
 
-def _init_worker(overrides: dict | None, memory_bytes: int, log_path: str) -> None:
+def _init_worker(overrides: dict | None, memory_bytes: int, log_path: str, sandbox: tuple | None = None) -> None:
     """Pool initializer: build the config once (nbgrader is preloaded), send kernel chatter to a log file."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 2)  # kernels inherit the worker's stderr: keep their warnings off the progress line
     os.close(fd)
     log = logging.getLogger("grade_class.worker")
     log.setLevel(logging.INFO)
     log.propagate = False
-    _WORKER.update(config=nbgrader_config(overrides, memory_bytes), log=log)
+    _WORKER.update(config=nbgrader_config(overrides, memory_bytes, sandbox), log=log)
 
 
 def _worker_course(work: pathlib.Path, template: pathlib.Path, submission: pathlib.Path,
@@ -213,6 +262,7 @@ def _worker_course(work: pathlib.Path, template: pathlib.Path, submission: pathl
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
+    root.chmod(0o700)  # a sandboxed kernel starts inside it but must not reach the gradebook copy beside it
     shutil.copy2(template / "gradebook.db", root / "gradebook.db")
     (root / "solutions").symlink_to(template / "solutions", target_is_directory=True)
     shutil.copytree(submission, root / "submitted" / student / assignment, symlinks=False)
@@ -246,6 +296,8 @@ def grade_one(assignment: str, student: str, submission: str, template: str, wor
     start = time.perf_counter()
     problems = check_submission(pathlib.Path(submission), expected)
     root = _worker_course(pathlib.Path(work), pathlib.Path(template), pathlib.Path(submission), assignment, student)
+    if not problems:
+        problems += restore_locked_cells(root / "submitted" / student / assignment, root / "solutions" / assignment)
     config = copy.deepcopy(_WORKER["config"])
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = db_url(root)
@@ -435,7 +487,7 @@ def export_csv(course: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
 
 def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | None = None,
                 memory_gb: float = DEFAULT_MEMORY_GB, csv_path=None, progress=None,
-                source: pathlib.Path = SOLUTIONS) -> ClassReport:
+                source: pathlib.Path = SOLUTIONS, sandbox_user: str | None = None) -> ClassReport:
     """Autograde every ``submitted/<student>/<assignment>/`` of the course directory ``course``.
 
     Parameters
@@ -455,19 +507,30 @@ def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | Non
         Called as ``progress(done, total, outcome)`` after each submission.
     source : path
         The folder holding the assignment's source notebooks.
+    sandbox_user : str, optional
+        Run every student kernel as this unprivileged system user (needs root; see ``grading/sandbox.py``).
 
     Returns
     -------
     ClassReport
+
+    Raises
+    ------
+    SandboxError
+        With ``sandbox_user``: not root, no such user, or the user can reach the course folder.
     """
     course = pathlib.Path(course).resolve()
+    box = sandbox.sandbox_for(sandbox_user, course, source) if sandbox_user else None
+    if box:
+        box.check()
     csv_path = pathlib.Path(csv_path) if csv_path else course / "grades.csv"
     students = submitted_students(course, assignment)
     start = time.perf_counter()
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="attn-grade-class-") as tmp:
         scratch = pathlib.Path(tmp)
-        init = (overrides, int(memory_gb * 2**30), str(scratch / "kernels.log"))
+        kernels = box.worker_config(sandbox.open_scratch(scratch)) if box else None
+        init = (overrides, int(memory_gb * 2**30), str(scratch / "kernels.log"), kernels)
         _start_fork_server()  # it imports nbgrader while the template is prepared here
         template = prepare(course, assignment, scratch, overrides=overrides, source=source)
         expected = expected_cells(pathlib.Path(source) / assignment)

@@ -10,12 +10,18 @@ the score table and ``grades.csv`` (nbgrader's CSV export).  The autograded
 notebooks land in ``DIR/autograded/`` as with ``nbgrader autograde``, ready
 for ``nbgrader generate_feedback``.
 
-Exit status: 0 when every submission was graded, 1 when some could not be.
+With ``--sandbox-user nobody`` (as root; ``make grade-class SANDBOX=nobody``)
+every student kernel runs as that unprivileged user and cannot see the
+class's submissions, gradebook or source notebooks (``grading/sandbox.py``).
+
+Exit status: 0 when every submission was graded, 1 when some could not be,
+2 when nothing was graded (no submissions, or the sandbox cannot be used).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 
@@ -25,6 +31,7 @@ from grade_samples import _num, format_table, read_gradebook  # noqa: E402
 
 from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class  # noqa: E402
 from grading.course import REPO  # noqa: E402
+from grading.sandbox import SandboxError  # noqa: E402
 
 BAR = 30
 
@@ -84,14 +91,22 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
                         help=f"每份笔记本内核的内存上限（GB，默认 {DEFAULT_MEMORY_GB:g}；0 表示不限）")
     parser.add_argument("--csv", type=pathlib.Path, default=None, help="成绩表 CSV 的路径，默认 COURSE/grades.csv")
+    parser.add_argument("--sandbox-user", default=None, metavar="USER",
+                        help="以这个没有权限的系统用户运行学生的内核，看不到班级的其他文件（需要 root，例如 nobody）")
     args = parser.parse_args(argv)
     course = args.course.resolve()
     if not (course / "submitted").is_dir():
         print(f"找不到 {course / 'submitted'}：请用 --course 指向 nbgrader 课程目录。", file=sys.stderr)
         return 2
     overrides = {"Execute.timeout": args.timeout} if args.timeout else None
-    report = grade_class(course, args.assignment, jobs=args.jobs, overrides=overrides, memory_gb=args.memory_gb,
-                         csv_path=args.csv, progress=Progress())
+    if args.sandbox_user is None and os.geteuid() == 0:
+        print("注意：正在以 root 身份评分，学生的代码也有 root 权限；建议加上 --sandbox-user nobody。", file=sys.stderr)
+    try:
+        report = grade_class(course, args.assignment, jobs=args.jobs, overrides=overrides, memory_gb=args.memory_gb,
+                             csv_path=args.csv, progress=Progress(), sandbox_user=args.sandbox_user)
+    except SandboxError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if not report.outcomes:
         print(f"{course / 'submitted'} 下没有 {args.assignment} 的提交（应为 submitted/<学生>/{args.assignment}/）。")
         return 2

@@ -1,11 +1,14 @@
 """Install what the tests need besides Python packages (``make test`` runs this first).
 
-Two system programs are needed: a font with Chinese glyphs (figures, the book,
-screenshots) and headless Chromium (the browser tests).  As root on a machine
-with apt, the missing ones are installed; anywhere else this prints one line
-per missing program with the command that installs it, and the tests that need
-it are skipped with the same reason (see ``tests/conftest.py``).  It never
-fails: every other test still runs.
+Three programs are needed: a font with Chinese glyphs (figures, the book,
+screenshots), headless Chromium (the browser tests) and npm's
+``configurable-http-proxy``, JupyterHub's proxy (the class-exchange test on a
+real JupyterHub).  As root on a machine with apt, the missing system packages
+are installed; the proxy is installed with npm into the project
+(``.venv/hub-proxy``, as any user; as root, Debian's ``nodejs npm`` first when
+npm is missing).  Whatever is still missing then gets one printed line with the
+command that installs it, and the tests that need it are skipped with the same
+reason (see ``tests/conftest.py``).  It never fails: every other test still runs.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from build_book import FONT_PACKAGES, cjk_fonts
 
@@ -21,6 +25,25 @@ from build_book import FONT_PACKAGES, cjk_fonts
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_PACKAGES = ["chromium"]
 
+ROOT = Path(__file__).resolve().parents[1]
+#: JupyterHub's proxy, pinned: 4.6 runs on Debian 12's Node.js 18 (5.x asks for Node.js 20).
+PROXY_PACKAGE = "configurable-http-proxy@4.6.3"
+NODE_PACKAGES = ["nodejs", "npm"]
+
+
+def proxy_prefix() -> Path:
+    """Where npm installs the proxy: ``.venv/hub-proxy`` (``$ATTENTION_HUB_PROXY_PREFIX`` if set)."""
+    return Path(os.environ.get("ATTENTION_HUB_PROXY_PREFIX") or ROOT / ".venv" / "hub-proxy")
+
+
+def proxy_install_command() -> list[str]:
+    """The npm command that installs the pinned proxy into :func:`proxy_prefix`."""
+    return ["npm", "install", "--prefix", str(proxy_prefix()), "--no-audit", "--no-fund", PROXY_PACKAGE]
+
+
+NO_PROXY = ("找不到 configurable-http-proxy（JupyterHub 的代理），JupyterHub 测试跳过。安装：sudo apt-get install -y "
+            "--no-install-recommends " + " ".join(NODE_PACKAGES) + " && " + " ".join(proxy_install_command())
+            + " (configurable-http-proxy not found: JupyterHub tests skipped)")
 NO_CHROMIUM = ("找不到 Chromium，浏览器测试跳过。安装：sudo apt-get install -y --no-install-recommends chromium "
                "(headless Chromium not found: browser tests skipped)")
 NO_FONT = ("找不到中文字体，需要它的测试（书、图、浏览器）跳过。安装：sudo apt-get install -y --no-install-recommends "
@@ -34,6 +57,20 @@ def find_chromium() -> str | None:
         if path:
             return path
     return None
+
+
+def find_proxy() -> str | None:
+    """Path of ``configurable-http-proxy``: the project's own copy, else one on PATH, or None."""
+    local = proxy_prefix() / "node_modules" / ".bin" / "configurable-http-proxy"
+    if os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("configurable-http-proxy")
+
+
+def proxy_bin_dir() -> str | None:
+    """The folder to put on PATH so that JupyterHub finds its proxy, or None where there is none."""
+    path = find_proxy()
+    return str(Path(path).parent) if path else None
 
 
 def missing_packages() -> list[str]:
@@ -56,7 +93,20 @@ def apt_install(packages: list[str]) -> None:
         subprocess.run(command, env=env, check=False)
 
 
+def install_proxy() -> None:
+    """``npm install`` the pinned proxy into the project (as root, Debian's Node.js and npm first if npm is missing)."""
+    if shutil.which("npm") is None and can_install():
+        print("正在安装 Node.js 和 npm (installing): " + " ".join(NODE_PACKAGES), flush=True)
+        apt_install(NODE_PACKAGES)
+    if shutil.which("npm") is None:
+        return
+    print("正在安装 JupyterHub 的代理 (installing): " + PROXY_PACKAGE, flush=True)
+    subprocess.run(proxy_install_command(), check=False)
+
+
 def main() -> int:
+    if find_proxy() is None:
+        install_proxy()
     packages = missing_packages()
     if packages and can_install():
         print("正在安装测试所需的系统软件包 (installing): " + " ".join(packages), flush=True)
@@ -65,6 +115,8 @@ def main() -> int:
         print(NO_FONT, flush=True)
     if not find_chromium():
         print(NO_CHROMIUM, flush=True)
+    if not find_proxy():
+        print(NO_PROXY, flush=True)
     return 0
 
 

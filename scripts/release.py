@@ -5,18 +5,72 @@ by ``nbgrader generate_assignment`` in a temporary course directory (so no
 gradebook lands in the repository), and the result replaces the committed
 release folder.  ``tests/test_release.py`` checks that the committed
 ``notebooks/`` equals a fresh generation.
+
+Each released notebook is then written in the form JupyterLab keeps: when a
+notebook opens, JupyterLab starts its kernel and writes the kernel's
+``language_info`` (name, version, mimetype, lexers ...) and its kernelspec into
+the notebook's metadata, and any difference marks the document as modified
+before the student has typed anything.  nbgrader copies the sources' short
+``{"name": "python"}``, so :func:`kernel_metadata` asks the kernel itself (once
+per kernel name) and the release carries exactly what it answers.
 """
 
 from __future__ import annotations
 
 import pathlib
 import shutil
+import subprocess
 import sys
 import tempfile
+
+import nbformat
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from grading.course import RELEASE, SOLUTIONS, Course, assignments  # noqa: E402
+
+
+def kernel_metadata(kernel_name: str) -> dict:
+    """The notebook metadata JupyterLab writes once the kernel ``kernel_name`` is running.
+
+    JupyterLab's notebook panel sets ``kernelspec`` to the spec's name, display
+    name and language, and ``language_info`` to the ``language_info`` of the
+    kernel's ``kernel_info_reply``; the document becomes dirty unless both are
+    already there, equal as JSON.  The kernel is started here (as the Jupyter
+    server would start it, from this environment) and asked.
+
+    Returns
+    -------
+    dict
+        ``{"kernelspec": {...}, "language_info": {...}}``.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import start_new_kernel
+
+    spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    # the kernel's own log lines ("running over TCP without encryption") are noise here
+    manager, client = start_new_kernel(kernel_name=kernel_name, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        reply = client.kernel_info(reply=True, timeout=60)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return {"kernelspec": {"name": kernel_name, "display_name": spec.display_name, "language": spec.language},
+            "language_info": reply["content"]["language_info"]}
+
+
+def as_jupyterlab_keeps(path: pathlib.Path, known: dict) -> None:
+    """Rewrite the notebook at ``path`` with the kernel metadata JupyterLab would write into it.
+
+    ``known`` caches :func:`kernel_metadata` by kernel name across notebooks.
+    The file is written as the Jupyter server saves a notebook (``nbformat.write``).
+    """
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    name = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    if name not in known:
+        known[name] = kernel_metadata(name)
+    nb.metadata.update(known[name])
+    nbformat.write(nb, path, version=nbformat.NO_CONVERT)
 
 
 def generate(dest: pathlib.Path, names=None, source: pathlib.Path = SOLUTIONS) -> list[str]:
@@ -37,6 +91,7 @@ def generate(dest: pathlib.Path, names=None, source: pathlib.Path = SOLUTIONS) -
         The assignment ids generated.
     """
     dest = pathlib.Path(dest)
+    known: dict = {}
     with tempfile.TemporaryDirectory(prefix="attn-release-") as tmp:
         course = Course(tmp)
         names = course.add_sources(names, source)
@@ -47,6 +102,8 @@ def generate(dest: pathlib.Path, names=None, source: pathlib.Path = SOLUTIONS) -
             if out.exists():
                 shutil.rmtree(out)
             shutil.copytree(course.path("notebooks", name), out)
+            for notebook in sorted(out.rglob("*.ipynb")):  # opened in JupyterLab, they stay unmodified
+                as_jupyterlab_keeps(notebook, known)
     return names
 
 

@@ -53,3 +53,17 @@ def test_the_working_copy_is_outside_everything_the_repository_regenerates():
     assert lab.WORKING_COPY.name == "student-work" and lab.RELEASE == ROOT / "notebooks"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "lab: $(STAMP)\n\t$(PY) scripts/lab.py" in makefile and sys.executable
+
+
+def test_a_copied_notebook_names_the_python_of_this_machine(tmp_path):
+    """A release made with another Python would open as modified: the copy gets this kernel's language_info."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    released, work = tmp_path / "notebooks", tmp_path / "student-work"
+    path = released / "ch05-softmax" / "ch05-softmax.ipynb"
+    path.parent.mkdir(parents=True)
+    nb = json.loads((ROOT / "notebooks" / "ch05-softmax" / "ch05-softmax.ipynb").read_text(encoding="utf-8"))
+    nb["metadata"]["language_info"]["version"] = "3.0.0"
+    path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    (copy,) = lab.sync_working_copy(released, work)
+    assert json.loads(copy.read_text(encoding="utf-8"))["metadata"]["language_info"] == IPythonKernel.language_info

@@ -28,6 +28,7 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 
 def _executable(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
@@ -66,16 +67,18 @@ esac
     return bin_dir, log
 
 
-def _provision(bin_dir: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), VENV_BIN]))
+def _provision(bin_dir: Path, **extra_env) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), VENV_BIN]), **extra_env)
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "provision.py")], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="installs only as root")
-def test_as_root_the_missing_programs_are_installed_with_apt(bare_machine):
+def test_as_root_the_missing_programs_are_installed_with_apt(bare_machine, tmp_path):
     bin_dir, log = bare_machine
-    run = _provision(bin_dir)
+    proxy = tmp_path / "proxy"  # the hub proxy counts as installed here: its own tests are below
+    _executable(proxy / "node_modules" / ".bin" / "configurable-http-proxy", "exit 0\n")
+    run = _provision(bin_dir, ATTENTION_HUB_PROXY_PREFIX=str(proxy))
     assert run.returncode == 0, run.stderr
     calls = log.read_text(encoding="utf-8").splitlines()
     installs = [c for c in calls if c.startswith("install")]
@@ -106,3 +109,95 @@ def test_nothing_missing_means_no_apt_and_no_message(monkeypatch):
     monkeypatch.setattr(provision, "apt_install", lambda packages: pytest.fail(f"apt for {packages}"))
     assert provision.missing_packages() == []
     assert provision.main() == 0
+
+
+# --- configurable-http-proxy, JupyterHub's proxy: installed with npm into the project, or the hub tests skip
+
+def test_hub_tests_skip_with_the_install_command_when_the_proxy_is_missing(tmp_path):
+    env = dict(os.environ, PATH=VENV_BIN, ATTENTION_HUB_PROXY_PREFIX=str(tmp_path / "no-proxy"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "hub", "-p", "no:cacheprovider", "-q", "-rs",
+         "tests/test_hub_exchange.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    summary = out.strip().splitlines()[-1]
+    assert "passed" not in summary and "failed" not in summary and "error" not in summary, summary
+    assert "找不到 configurable-http-proxy" in out and "apt-get install -y --no-install-recommends nodejs npm" in out
+    assert f"npm install --prefix {tmp_path / 'no-proxy'}" in out, out[-2000:]
+    skipped = re.search(r"(\d+) skipped", summary)
+    assert skipped and int(skipped.group(1)) >= 5, summary
+
+
+@pytest.fixture
+def no_npm(tmp_path):
+    """A PATH without npm, a stand-in apt-get that installs a stand-in npm, and an empty proxy prefix.
+
+    The stand-in npm records its arguments and "installs" the proxy under ``--prefix``.
+    """
+    bin_dir, prefix = tmp_path / "bin", tmp_path / "hub-proxy"
+    bin_dir.mkdir()
+    apt_log, npm_log = tmp_path / "apt.log", tmp_path / "npm.log"
+    mkdir, chmod, cp = (shutil.which(name) for name in ("mkdir", "chmod", "cp"))
+    _executable(tmp_path / "npm", f"""echo "$@" >> {npm_log}
+prefix=""
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--prefix" ]; then prefix="$2"; fi
+  shift
+done
+{mkdir} -p "$prefix/node_modules/.bin"
+printf '#!/bin/sh\\n' > "$prefix/node_modules/.bin/configurable-http-proxy"
+{chmod} +x "$prefix/node_modules/.bin/configurable-http-proxy"
+""")
+    _executable(bin_dir / "apt-get", f"""echo "$@" >> {apt_log}
+case "$*" in
+  *install*nodejs*npm*) {cp} {tmp_path / "npm"} {bin_dir}/npm ;;
+esac
+""")
+    return {"bin": bin_dir, "prefix": prefix, "apt_log": apt_log, "npm_log": npm_log, "npm": tmp_path / "npm"}
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="installs only as root")
+def test_as_root_npm_comes_from_apt_and_the_pinned_proxy_from_npm(no_npm):
+    env = dict(os.environ, PATH=os.pathsep.join([str(no_npm["bin"]), VENV_BIN]),
+               ATTENTION_HUB_PROXY_PREFIX=str(no_npm["prefix"]))
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "provision.py")], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    installs = [c for c in no_npm["apt_log"].read_text(encoding="utf-8").splitlines() if c.startswith("install")]
+    assert installs[0].split()[-2:] == ["nodejs", "npm"] and "--no-install-recommends" in installs[0], installs
+    assert no_npm["npm_log"].read_text(encoding="utf-8").split() == [
+        "install", "--prefix", str(no_npm["prefix"]), "--no-audit", "--no-fund", "configurable-http-proxy@4.6.3"]
+    assert (no_npm["prefix"] / "node_modules" / ".bin" / "configurable-http-proxy").is_file()
+    assert "找不到 configurable-http-proxy" not in run.stdout, run.stdout
+
+
+def test_without_root_npm_still_installs_the_proxy_into_the_project(no_npm, monkeypatch):
+    shutil.copy(no_npm["npm"], no_npm["bin"] / "npm")  # npm is there; nothing needs root
+    monkeypatch.setenv("PATH", str(no_npm["bin"]))
+    monkeypatch.setenv("ATTENTION_HUB_PROXY_PREFIX", str(no_npm["prefix"]))
+    monkeypatch.setattr(provision, "can_install", lambda: False)
+    monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    monkeypatch.setattr(provision, "apt_install", lambda packages: pytest.fail(f"apt for {packages}"))
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
+    assert provision.main() == 0
+    assert "configurable-http-proxy@4.6.3" in no_npm["npm_log"].read_text(encoding="utf-8")
+    assert provision.find_proxy() == str(no_npm["prefix"] / "node_modules" / ".bin" / "configurable-http-proxy")
+    assert not [line for line in lines if "找不到" in line], lines
+
+
+def test_without_root_and_npm_the_proxy_gets_one_line_with_both_commands(no_npm, monkeypatch):
+    monkeypatch.setenv("PATH", str(no_npm["bin"]))  # the stand-in apt-get must not be used
+    monkeypatch.setenv("ATTENTION_HUB_PROXY_PREFIX", str(no_npm["prefix"]))
+    monkeypatch.setattr(provision, "can_install", lambda: False)
+    monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
+    assert provision.main() == 0
+    assert not no_npm["apt_log"].exists() and not no_npm["npm_log"].exists()
+    assert lines == [provision.NO_PROXY]
+    assert "apt-get install -y --no-install-recommends nodejs npm && npm install --prefix" in provision.NO_PROXY
+    assert provision.NO_PROXY.split(" (")[0].endswith("configurable-http-proxy@4.6.3")

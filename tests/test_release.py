@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import pathlib
 import re
@@ -188,3 +189,42 @@ def test_kept_samples_read_as_the_current_release():
                 if not meta(new).get("solution"):
                     assert cell.source == new.source, f"{where} 与学生版不同，{fix}"
     assert checked > 100
+
+
+@pytest.fixture(scope="module")
+def lab_metadata():
+    """``kernel name -> metadata JupyterLab writes`` once that kernel runs, asked of the kernel itself (cached).
+
+    On opening a notebook, JupyterLab 4 starts its kernel and sets
+    ``metadata.kernelspec`` and ``metadata.language_info`` from it; a value not
+    already there (as JSON) marks the document modified.
+    ``tests/test_lab_browser.py`` checks this in a real JupyterLab.
+    """
+    answers = {}
+
+    def ask(name: str) -> dict:
+        if name not in answers:
+            answers[name] = release.kernel_metadata(name)
+        return answers[name]
+    return ask
+
+
+def test_a_released_notebook_is_already_what_jupyterlab_keeps(lab_metadata):
+    """Opening a released notebook in JupyterLab and saving it changes nothing: it does not open as modified.
+
+    JupyterLab also upgrades nbformat_minor < 5 and gives every cell without one
+    an ``id``; the server saves with ``nbformat.write``.  After a change: ``make release``.
+    """
+    for path in notebooks(RELEASE):
+        text = path.read_text(encoding="utf-8")
+        nb = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+        where = f"{path.relative_to(REPO)}：JupyterLab 打开它时会改写"
+        assert (nb.nbformat, nb.nbformat_minor) >= (4, 5), f"{where} nbformat_minor，请运行 make release"
+        assert all("id" in cell for cell in nb.cells), f"{where}单元的 id，请运行 make release"
+        want = lab_metadata(nb.metadata.get("kernelspec", {}).get("name", "python3"))
+        for key in ("kernelspec", "language_info"):
+            assert nb.metadata.get(key) == want[key], \
+                f"{where} metadata.{key}（内核给出 {want[key]}，文件里是 {nb.metadata.get(key)}），请运行 make release"
+        saved = io.StringIO()
+        nbformat.write(nb, saved, version=nbformat.NO_CONVERT)
+        assert saved.getvalue() == text, f"{path.relative_to(REPO)}：保存一次格式就会变，请运行 make release"

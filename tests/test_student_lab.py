@@ -13,12 +13,10 @@ import contextlib
 import json
 import re
 import shutil
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 
+import jupyter_servers
 import pytest
 from lessons import ROOT
 
@@ -30,12 +28,6 @@ pytestmark = pytest.mark.grading
 TOKEN = "student-lab-test"
 INSTRUCTOR_ONLY = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                    "@jupyter/nbgrader:course-list")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _request(base: str, path: str, data: dict | None = None) -> tuple[int, str]:
@@ -54,35 +46,8 @@ def jupyter_server(tmp_path, env):
     """A JupyterLab server on the working copy ``tmp_path / 'work'``; yields its base URL; always stopped."""
     work = tmp_path / "work"
     shutil.copytree(ROOT / "notebooks" / "ch05-softmax", work / "ch05-softmax")
-    port = _free_port()
-    env = {**env, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "NBGRADER_EXCHANGE": str(tmp_path / "none"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
-    args = ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-            f"--IdentityProvider.token={TOKEN}", "--ServerApp.port_retries=0"]
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(lab.lab_command(args, work), env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while _request_or_none(base) is None:
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
-            time.sleep(0.5)
+    with jupyter_servers.lab_server(work, tmp_path, env, TOKEN) as base:
         yield base
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
-
-
-def _request_or_none(base):
-    try:
-        return _request(base, "/api/status")
-    except OSError:
-        return None
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,81 @@
+"""Real Jupyter servers and browsers for the tests: free ports, bounded start-up, always stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pathlib
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from lessons import ROOT
+
+from conftest import load_script
+
+lab = load_script("lab")
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """Terminate ``process``, kill it if it lingers ``timeout`` seconds, and reap it."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
+def status(base: str, token: str) -> int | None:
+    """HTTP status of ``/api/status`` (None while nothing answers)."""
+    request = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def lab_server(work: pathlib.Path, tmp: pathlib.Path, env: dict, token: str, extra_args=(), start_timeout=90):
+    """``make lab``'s JupyterLab (``scripts/lab.py``'s command) on ``work``; yields its base URL; always stopped.
+
+    Its runtime files, workspaces and log (``tmp/server.log``) stay in ``tmp``;
+    there is no class exchange.
+    """
+    port = free_port()
+    env = {**env, "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "NBGRADER_EXCHANGE": str(tmp / "none"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces")}
+    args = ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", *extra_args]
+    log_path = tmp / "server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(lab.lab_command(args, work), env=env, cwd=ROOT, stdout=log,
+                                  stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + start_timeout
+            while status(base, token) != 200:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    f"Jupyter 服务器没有在 {start_timeout} 秒内启动：\n{log_path.read_text()[-3000:]}"
+                time.sleep(0.3)
+            yield base
+        finally:
+            stop(server)
+
+
+def devtools_page(port: int) -> dict:
+    """The first page target of a Chromium listening for DevTools on ``port``."""
+    targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5))
+    return next(t for t in targets if t["type"] == "page")
