@@ -227,14 +227,12 @@ def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0, sandbo
     from nbgrader.preprocessors import Execute
     from traitlets.config.loader import PyFileConfigLoader
 
-    LimitedExecute = kernel_limits.LimitedExecute
-
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
     for key, value in (overrides or {}).items():
         section, option = key.split(".")
         config[section][option] = value
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    config.Autograde.autograde_preprocessors = [LimitedExecute if p is Execute else p for p in default]
+    config.Autograde.autograde_preprocessors = [kernel_limits.LimitedExecute if p is Execute else p for p in default]
     config.LimitedKernelManager.memory_limit = int(memory_bytes)
     if sandbox:
         km = config.LimitedKernelManager

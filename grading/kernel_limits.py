@@ -138,13 +138,11 @@ class LimitedExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", LimitedKernelManager)
         super().__init__(*args, **kwargs)
-        self._hung: set[int] = set()
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         try:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         except (CellTimeoutError, DeadKernelError) as exc:
-            self._hung.add(cell_index)
             ename, why = ("CellTimeoutError", HUNG) if isinstance(exc, CellTimeoutError) else ("DeadKernelError", DIED)
             cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error"]
             cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=why, traceback=[f"{ename}: {why}"]))
@@ -157,8 +155,8 @@ class LimitedExecute(Execute):
         """A fresh kernel that has run every earlier code cell again, except the ones that hung, died or timed out."""
         await ensure_async(self.km.restart_kernel(now=True))
         await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
-        for index, cell in enumerate(self.nb.cells[:cell_index]):
-            if cell.cell_type == "code" and index not in self._hung and not _timed_out(cell):
+        for cell in self.nb.cells[:cell_index]:
+            if cell.cell_type == "code" and not _timed_out(cell):
                 msg_id = self.kc.execute(cell.source, store_history=False, allow_stdin=False)
                 await self._wait_for_reply_to(msg_id)
 
@@ -176,5 +174,5 @@ class LimitedExecute(Execute):
 
 
 def _timed_out(cell) -> bool:
-    """Whether a cell's outputs record a timeout or a dead kernel."""
+    """Whether a cell's outputs record a timeout, a hang or a dead kernel (every cell not to run again)."""
     return any(o.get("ename") in ("CellTimeoutError", "DeadKernelError") for o in cell.get("outputs", []))

@@ -26,6 +26,8 @@ import shutil
 import subprocess
 import sys
 
+from release import as_jupyterlab_keeps  # a neighbour in scripts/
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
 WORKING_COPY = ROOT / "student-work"
@@ -35,9 +37,10 @@ STUDENT_SETTINGS = ROOT / "grading" / "student_lab"
 def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORKING_COPY) -> list[pathlib.Path]:
     """Copy every released file that ``work`` does not have yet; never overwrite one. Returns the new files.
 
-    A copied notebook gets this Python's ``language_info`` (see :func:`match_local_kernel`).
+    A copied notebook gets the kernel metadata of this environment (``release.as_jupyterlab_keeps``):
+    JupyterLab would otherwise mark it modified on opening when the release was made with another Python.
     """
-    added = []
+    added, known = [], {}
     for source in sorted(p for p in release.rglob("*") if p.is_file()):
         if ".ipynb_checkpoints" in source.parts:
             continue
@@ -47,28 +50,9 @@ def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORK
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
         if target.suffix == ".ipynb":
-            match_local_kernel(target)
+            as_jupyterlab_keeps(target, known)
         added.append(target)
     return added
-
-
-def match_local_kernel(path: pathlib.Path) -> None:
-    """Give the notebook at ``path`` the ``language_info`` of the kernel ``make lab`` starts (this Python).
-
-    JupyterLab writes the running kernel's ``language_info`` into the notebook
-    and marks it modified when that differs; the release carries the release
-    machine's (``scripts/release.py``), which names its Python version.  The
-    kernel is ipykernel in this environment, whose ``language_info`` is a class
-    attribute, so no kernel has to start.
-    """
-    import nbformat
-    from ipykernel.ipkernel import IPythonKernel
-
-    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
-    local = dict(IPythonKernel.language_info)
-    if nb.metadata.get("kernelspec", {}).get("name") == "python3" and nb.metadata.get("language_info") != local:
-        nb.metadata["language_info"] = local
-        nbformat.write(nb, path, version=nbformat.NO_CONVERT)
 
 
 def lab_command(lab_args=(), work: pathlib.Path = WORKING_COPY) -> list[str]:

@@ -11,15 +11,15 @@ notebook opens, JupyterLab starts its kernel and writes the kernel's
 ``language_info`` (name, version, mimetype, lexers ...) and its kernelspec into
 the notebook's metadata, and any difference marks the document as modified
 before the student has typed anything.  nbgrader copies the sources' short
-``{"name": "python"}``, so :func:`kernel_metadata` asks the kernel itself (once
-per kernel name) and the release carries exactly what it answers.
+``{"name": "python"}``, so the release carries what :func:`kernel_metadata`
+says the kernel will answer.  ``make lab`` applies the same function to each
+notebook it copies, since ``language_info`` names the Python version.
 """
 
 from __future__ import annotations
 
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -36,27 +36,29 @@ def kernel_metadata(kernel_name: str) -> dict:
     JupyterLab's notebook panel sets ``kernelspec`` to the spec's name, display
     name and language, and ``language_info`` to the ``language_info`` of the
     kernel's ``kernel_info_reply``; the document becomes dirty unless both are
-    already there, equal as JSON.  The kernel is started here (as the Jupyter
-    server would start it, from this environment) and asked.
+    already there, equal as JSON.  The course's kernel is ipykernel in this
+    environment, which answers with its class attribute
+    ``IPythonKernel.language_info``, so no kernel has to start
+    (``tests/test_release.py`` asks a running kernel and compares).
 
     Returns
     -------
     dict
         ``{"kernelspec": {...}, "language_info": {...}}``.
+
+    Raises
+    ------
+    ValueError
+        The kernel ``kernel_name`` is not ipykernel.
     """
+    from ipykernel.ipkernel import IPythonKernel
     from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import start_new_kernel
 
     spec = KernelSpecManager().get_kernel_spec(kernel_name)
-    # the kernel's own log lines ("running over TCP without encryption") are noise here
-    manager, client = start_new_kernel(kernel_name=kernel_name, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        reply = client.kernel_info(reply=True, timeout=60)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    if "ipykernel" not in " ".join(spec.argv):
+        raise ValueError(f"kernel {kernel_name!r} is not ipykernel: {spec.argv}")
     return {"kernelspec": {"name": kernel_name, "display_name": spec.display_name, "language": spec.language},
-            "language_info": reply["content"]["language_info"]}
+            "language_info": dict(IPythonKernel.language_info)}
 
 
 def as_jupyterlab_keeps(path: pathlib.Path, known: dict) -> None:

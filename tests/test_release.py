@@ -193,18 +193,33 @@ def test_kept_samples_read_as_the_current_release():
 
 @pytest.fixture(scope="module")
 def lab_metadata():
-    """``kernel name -> metadata JupyterLab writes`` once that kernel runs, asked of the kernel itself (cached).
+    """``kernel name -> metadata JupyterLab writes`` once that kernel runs, asked of a running kernel (cached).
 
     On opening a notebook, JupyterLab 4 starts its kernel and sets
-    ``metadata.kernelspec`` and ``metadata.language_info`` from it; a value not
-    already there (as JSON) marks the document modified.
-    ``tests/test_lab_browser.py`` checks this in a real JupyterLab.
+    ``metadata.kernelspec`` to the spec's name, display name and language and
+    ``metadata.language_info`` to the ``language_info`` of the kernel's
+    ``kernel_info_reply``; a value not already there (as JSON) marks the
+    document modified.  ``release.kernel_metadata`` predicts this without a
+    kernel; here the kernel itself answers.  ``tests/test_lab_browser.py``
+    checks it in a real JupyterLab.
     """
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import start_new_kernel
+
     answers = {}
 
     def ask(name: str) -> dict:
         if name not in answers:
-            answers[name] = release.kernel_metadata(name)
+            spec = KernelSpecManager().get_kernel_spec(name)
+            manager, client = start_new_kernel(kernel_name=name, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
+            try:
+                info = client.kernel_info(reply=True, timeout=60)["content"]["language_info"]
+            finally:
+                client.stop_channels()
+                manager.shutdown_kernel(now=True)
+            answers[name] = {"kernelspec": {"name": name, "display_name": spec.display_name,
+                                            "language": spec.language}, "language_info": info}
         return answers[name]
     return ask
 
