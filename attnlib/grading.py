@@ -19,6 +19,17 @@ Why each piece exists (nbgrader 0.9 behaviour):
   :func:`forbid_reference` turns the reference functions into tripwires, and
   :func:`uses_reference` inspects the function's code for the same names.
 
+Essential checks.  Each exercise exists to teach one point (the mask is
+honoured, the tiles never hold more than a block of scores, ...).  A check of
+that point is marked ``essential=True``; when one fails, the cell earns at
+most a third of its points, however many edge checks pass, and the summary
+names the first essential check that failed.  A failed check's ``hint`` names
+the mistake from what the student's function *did*; :func:`diagnose` picks the
+first matching hint from a list of symptoms::
+
+    hint = diagnose(w, (lambda w: np.allclose(w.sum(axis=-2), 1), "权重按列之和为 1：……"))
+    checks.close(w, want, "权重逐行归一化", essential=True, hint=hint)
+
 Messages are Chinese (learners read them); code and docstrings are English.
 """
 
@@ -39,8 +50,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
-    "FAILED", "Captured", "Checks", "ReferenceCallError", "Score", "capture_stderr", "forbid_reference",
-    "quiet_call", "reference_classes", "reference_functions", "show", "uses_reference",
+    "ESSENTIAL_CAP", "FAILED", "Captured", "Checks", "ReferenceCallError", "Score", "capture_stderr", "diagnose",
+    "forbid_reference", "quiet_call", "reference_classes", "reference_functions", "show", "uses_reference",
 ]
 
 _BACKENDS = ("attnlib.numpy", "attnlib.torch")
@@ -395,6 +406,41 @@ def _describe_error(exc: BaseException) -> str:
     return f"调用时抛出了异常 {type(exc).__name__}: {exc}"
 
 
+def diagnose(got, *rules) -> str:
+    """The hint of the first rule whose symptom ``got`` shows, or ``""``.
+
+    Parameters
+    ----------
+    got : object
+        What the student's code returned (or any value computed from it).
+    *rules : (callable, str) pairs
+        ``(symptom, hint)``: ``symptom(got)`` is true when the student's result
+        shows that mistake.  A symptom that raises (the result has the wrong
+        type or shape for it) or that is given :data:`FAILED` counts as absent.
+
+    Returns
+    -------
+    str
+        A Chinese hint naming the mistake, for :meth:`Checks.check`'s ``hint``.
+    """
+    if got is FAILED:
+        return ""
+    for symptom, hint in rules:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                shown = bool(symptom(got))
+        except Exception:  # a symptom that does not apply to this result
+            continue
+        if shown:
+            return hint
+    return ""
+
+
+ESSENTIAL_CAP = 1 / 3
+"""The share of a cell's points kept when one of its essential checks fails."""
+
+
 class Score(float):
     """The points a test cell earned: a float that nbgrader reads and a notebook does not show.
 
@@ -432,6 +478,7 @@ class Checks:
         self.passed = 0
         self.total = 0
         self.messages: list[str] = []
+        self.essential_failed: list[str] = []  # what each failed essential check checked, in order
         if title:
             print(title)
 
@@ -466,7 +513,8 @@ class Checks:
 
     # -- checks
 
-    def check(self, ok: bool, what: str, *, expected=None, got=None, hint: str = "", needs=None) -> bool:
+    def check(self, ok: bool, what: str, *, expected=None, got=None, hint: str = "", needs=None,
+              essential: bool = False) -> bool:
         """Record one check.
 
         Parameters
@@ -481,15 +529,21 @@ class Checks:
         needs : object, optional
             A result of :meth:`call` this check depends on: when it is
             :data:`FAILED` the check fails whatever ``ok`` says.
+        essential : bool, optional
+            The check tests the exercise's point (本题要点): when it fails the
+            cell earns at most :data:`ESSENTIAL_CAP` of its points.
         """
         if needs is FAILED:
             ok, hint = False, "函数调用失败（原因见上方），无法检查这一项"
         self.total += 1
+        label = f"【要点】{what}" if essential else what
         if ok:
             self.passed += 1
-            self._note(f"✓ {what}")
+            self._note(f"✓ {label}")
             return True
-        parts = [f"✗ {what}：未通过"]
+        if essential:
+            self.essential_failed.append(what)
+        parts = [f"✗ {label}：未通过"]
         if expected is not None or got is not None:
             parts.append(f"\n    期望：{show(expected)}\n    实际：{show(got)}")
         if hint:
@@ -497,36 +551,53 @@ class Checks:
         self._note("".join(parts))
         return False
 
-    def close(self, got, expected, what: str, *, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
-        """Check that ``got`` equals the array ``expected`` within tolerances (NaN never equal)."""
+    def close(self, got, expected, what: str, *, rtol: float = 1e-6, atol: float = 1e-9, hint: str = "",
+              essential: bool = False) -> bool:
+        """Check that ``got`` equals the array ``expected`` within tolerances (NaN never equal).
+
+        ``hint`` (a diagnosis of the mistake) follows the measured difference in
+        the failure message; ``essential`` as in :meth:`check`.
+        """
         problem = _compare(got, expected, rtol, atol)
         if problem is None:
-            return self.check(True, what)
-        return self.check(False, what, expected=expected, got=got, hint=problem)
+            return self.check(True, what, essential=essential)
+        if hint and got is not FAILED:
+            problem = f"{problem}。{hint}"
+        return self.check(False, what, expected=expected, got=got, hint=problem, essential=essential)
 
-    def raises(self, error, func, *args, what: str, **kwargs) -> bool:
+    def raises(self, error, func, *args, what: str, essential: bool = False, **kwargs) -> bool:
         """Check that the student's ``func(*args, **kwargs)`` raises ``error`` (an exception class)."""
         captured = self._guarded(func, args, kwargs)
         exc = captured.error
         if isinstance(exc, error) and not isinstance(exc, ReferenceCallError):
-            return self.check(True, what)
+            return self.check(True, what, essential=essential)
         if exc is None:
             came = f"没有抛出异常，返回了 {show(captured.result, 120)}"
         elif isinstance(exc, (NotImplementedError, ReferenceCallError)):
             came = _describe_error(exc)
         else:
             came = f"抛出的是 {type(exc).__name__}: {exc}"
-        return self.check(False, what, hint=f"应当抛出 {error.__name__}，实际{came}")
+        return self.check(False, what, hint=f"应当抛出 {error.__name__}，实际{came}", essential=essential)
 
     # -- result
 
     def score(self) -> Score:
-        """Print the summary and return the points earned (``points * passed / total``) as a :class:`Score`."""
+        """Print the summary and return the points earned as a :class:`Score`.
+
+        The points are ``points * passed / total``, capped at
+        ``points * ESSENTIAL_CAP`` when an essential check failed; the summary
+        then names the first essential check that failed.
+        """
         if self.total == 0:
             print("本单元没有任何检查。")
             return Score(0.0)
         earned = self.points * self.passed / self.total
-        print(f"本单元：{self.passed}/{self.total} 项检查通过，得分 {_fmt(earned)} / {_fmt(self.points)}")
+        summary = f"本单元：{self.passed}/{self.total} 项检查通过"
+        if self.essential_failed:
+            earned = min(earned, self.points * ESSENTIAL_CAP)
+            summary += (f"；本题要点没有做到（首先未通过的要点检查：{self.essential_failed[0]}），"
+                        f"得分最多为本题分值的三分之一")
+        print(f"{summary}，得分 {_fmt(earned)} / {_fmt(self.points)}")
         return Score(earned)
 
     def _note(self, message: str) -> None:
@@ -556,6 +627,11 @@ def _compare(got, expected, rtol: float, atol: float) -> str | None:
         return f"应返回数值数组，实际返回的是 {type(got).__name__}"
     if array.shape != want.shape:
         return f"形状不对：期望 {want.shape}，实际 {array.shape}"
+    if array.dtype.kind == "f" and array.dtype.itemsize < 8:
+        # an answer computed in float32 (or float16) is right within its own precision
+        eps = float(np.finfo(array.dtype).eps)
+        finite = np.abs(want[np.isfinite(want)]) if want.dtype.kind in "biuf" else np.zeros(0)
+        rtol, atol = max(rtol, 100 * eps), max(atol, 100 * eps * float(np.max(finite, initial=1.0)))
     with np.errstate(all="ignore"):
         if np.isnan(array).any() and not np.isnan(want).any():
             return "结果中出现了 NaN（数值不稳定，或 0/0）"

@@ -15,6 +15,7 @@ import contextlib
 import io
 import pathlib
 import re
+from dataclasses import dataclass, field
 
 import nbformat
 
@@ -36,23 +37,69 @@ def is_test_cell(cell) -> bool:
     return cell.cell_type == "code" and meta.get("grade", False) and not meta.get("solution", False)
 
 
-def read_wrong_solution(path: pathlib.Path) -> tuple[str, list[str], dict[str, str]]:
-    """A kept wrong solution: ``(what is wrong, test cells that must catch it, {cell id: new source})``.
+SEVERITIES = ("essential", "edge")
 
-    The file starts with comment lines: ``# wrong: <what the mistake is>`` and
-    ``# caught by: <test cell id> [<test cell id> ...]``; then each replaced
-    solution cell follows a line ``# %% <cell id>``.
+
+@dataclass
+class Kept:
+    """A kept solution file: a wrong one (``grading/wrong/``) or a right one in another style (``grading/right/``).
+
+    Attributes
+    ----------
+    what : str
+        ``# wrong:`` (the mistake) or ``# right:`` (the style) header.
+    caught_by : list of str
+        ``# caught by:`` test cells that must catch the mistake (empty for a right one).
+    severity : str or None
+        ``# severity: essential`` (the exercise's point is missed) or ``edge``.
+    diagnosis : str or None
+        ``# diagnosis:`` the Chinese words the cell's hint must contain.
+    cells : dict
+        ``{solution cell id: new source}``, each after a line ``# %% <cell id>``.
     """
+
+    what: str
+    caught_by: list = field(default_factory=list)
+    severity: str | None = None
+    diagnosis: str | None = None
+    cells: dict = field(default_factory=dict)
+
+
+def _header(text: str, name: str) -> str | None:
+    found = re.search(rf"^# {name}: (.+)$", text, re.M)
+    return found.group(1).strip() if found else None
+
+
+def read_kept(path: pathlib.Path) -> Kept:
+    """Read a kept wrong (``# wrong:``) or right (``# right:``) solution file; see :class:`Kept`."""
     text = path.read_text(encoding="utf-8")
-    what = re.search(r"^# wrong: (.+)$", text, re.M)
-    caught = re.search(r"^# caught by: (.+)$", text, re.M)
-    if not what or not caught:
-        raise ValueError(f"{path}: needs '# wrong:' and '# caught by:' header lines")
     parts = CELL_MARK.split(text)
     cells = {parts[i]: parts[i + 1].strip() + "\n" for i in range(1, len(parts), 2)}
     if not cells:
         raise ValueError(f"{path}: no '# %% <cell id>' section")
-    return what.group(1).strip(), caught.group(1).split(), cells
+    right = _header(parts[0], "right")
+    if right is not None:
+        return Kept(what=right, cells=cells)
+    what, caught = _header(parts[0], "wrong"), _header(parts[0], "caught by")
+    if not what or not caught:
+        raise ValueError(f"{path}: needs '# wrong:' and '# caught by:' header lines (or '# right:')")
+    severity = _header(parts[0], "severity")
+    if severity is not None and severity not in SEVERITIES:
+        raise ValueError(f"{path}: '# severity:' must be one of {SEVERITIES}, not {severity!r}")
+    return Kept(what=what, caught_by=caught.split(), severity=severity, diagnosis=_header(parts[0], "diagnosis"),
+                cells=cells)
+
+
+def read_wrong_solution(path: pathlib.Path) -> tuple[str, list[str], dict[str, str]]:
+    """A kept wrong solution: ``(what is wrong, test cells that must catch it, {cell id: new source})``.
+
+    The file starts with comment lines: ``# wrong: <what the mistake is>``,
+    ``# caught by: <test cell id> [<test cell id> ...]``, ``# severity:
+    essential|edge`` and ``# diagnosis: <words of the hint>``; then each
+    replaced solution cell follows a line ``# %% <cell id>``.
+    """
+    kept = read_kept(path)
+    return kept.what, kept.caught_by, kept.cells
 
 
 def run(nb, *, replace: dict[str, str] | None = None, hidden: bool = True) -> dict[str, float]:
@@ -61,32 +108,42 @@ def run(nb, *, replace: dict[str, str] | None = None, hidden: bool = True) -> di
     ``replace`` swaps the source of cells by grade id; with ``hidden=False`` the
     hidden tests are cut out first.  A test cell that raises scores 0, as in nbgrader.
     """
+    return execute(nb, replace=replace, hidden=hidden)[0]
+
+
+def execute(nb, *, replace: dict[str, str] | None = None, hidden: bool = True
+            ) -> tuple[dict[str, float], dict[str, str]]:
+    """Like :func:`run`, and also return what each test cell printed: ``({id: score}, {id: stdout})``."""
     replace = dict(replace or {})
     unknown = set(replace) - {grade_id(c) for c in nb.cells}
     if unknown:
         raise KeyError(f"no cells {sorted(unknown)} in the notebook")
     namespace: dict = {"__name__": "__main__"}
     scores: dict[str, float] = {}
+    printed: dict[str, str] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         source = replace.get(grade_id(cell), cell.source)
         if not hidden:
             source = HIDDEN.sub("", source)
+        out = io.StringIO()
         try:
-            value = _exec(source, namespace)
-        except Exception:  # a crashing cell: nbgrader gives it 0
+            value = _exec(source, namespace, out)
+        except Exception as exc:  # a crashing cell: nbgrader gives it 0
             value = 0.0
+            out.write(f"\n{type(exc).__name__}: {exc}\n")
         if is_test_cell(cell):
             scores[grade_id(cell)] = float(value) if isinstance(value, (int, float)) else 0.0
-    return scores
+            printed[grade_id(cell)] = out.getvalue()
+    return scores, printed
 
 
-def _exec(source: str, namespace: dict):
+def _exec(source: str, namespace: dict, out: io.StringIO | None = None):
     """Run ``source``; return the value of its last line when that is an expression (as Jupyter shows it)."""
     tree = ast.parse(source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(out if out is not None else io.StringIO()):
         exec(compile(tree, "<cell>", "exec"), namespace)  # noqa: S102 - the course's own notebooks
         if last is not None:
             return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)  # noqa: S307

@@ -43,6 +43,54 @@ def test_full_marks_never_exceed_points():
     assert checks.score() == 2.0
 
 
+def test_a_failed_essential_check_caps_the_cell_at_a_third_and_is_named(capsys):
+    checks = Checks(points=3)
+    for i in range(8):
+        checks.check(True, f"边界 {i}")
+    checks.check(False, "掩码起作用", essential=True, hint="输出没有随掩码改变")
+    checks.close(np.array([1.0, 0.0]), [0.5, 0.5], "权重逐行归一化", essential=True, hint="权重按列之和为 1")
+    assert checks.score() == pytest.approx(1.0)  # 8/10 of 3 = 2.4, capped at 3/3
+    out = capsys.readouterr().out
+    assert "✗ 【要点】掩码起作用：未通过" in out and "提示：输出没有随掩码改变" in out
+    assert "最大绝对误差 0.5。权重按列之和为 1" in out
+    assert "首先未通过的要点检查：掩码起作用" in out and "得分 1 / 3" in out
+
+
+def test_an_essential_failure_keeps_a_lower_partial_score_and_passes_cost_nothing():
+    checks = Checks(points=3)
+    checks.check(False, "a", essential=True)
+    checks.check(False, "b")
+    checks.check(False, "c")
+    assert checks.score() == pytest.approx(0.0)
+    passing = Checks(points=3)
+    passing.check(True, "a", essential=True)
+    passing.check(False, "b")
+    assert passing.score() == pytest.approx(1.5)
+    raised = Checks(points=3)
+    raised.raises(ValueError, lambda: 1, what="抛出 ValueError", essential=True)
+    raised.check(True, "x")
+    assert raised.score() == pytest.approx(1.0) and raised.essential_failed == ["抛出 ValueError"]
+
+
+def test_diagnose_names_the_first_symptom_shown_and_skips_those_that_do_not_apply():
+    w = np.array([[0.2, 0.9], [0.8, 0.1]])
+    rules = ((lambda w: w.shape == (3, 3), "形状"),
+             (lambda w: w["key"], "不适用"),  # raises: skipped
+             (lambda w: np.allclose(w.sum(axis=0), 1), "按列之和为 1"),
+             (lambda w: True, "最后"))
+    assert grading.diagnose(w, *rules) == "按列之和为 1"
+    assert grading.diagnose(FAILED, *rules) == ""
+    assert grading.diagnose(w, (lambda w: False, "无")) == ""
+
+
+def test_float32_answers_are_right_within_their_precision():
+    want = np.random.default_rng(0).normal(size=(50, 50)) @ np.random.default_rng(1).normal(size=(50, 50))
+    got = want.astype(np.float32)
+    checks = Checks(points=1)
+    assert checks.close(got, want, "float32")
+    assert not checks.close((want + 1e-3).astype(np.float32), want, "off by 1e-3")
+
+
 def test_no_checks_scores_zero_and_bad_points_refused():
     assert Checks(points=1).score() == 0.0
     with pytest.raises(ValueError, match="points"):

@@ -1,10 +1,28 @@
-"""The kept wrong-but-plausible solutions (``grading/wrong/<assignment>/*.py``) are caught by the hidden tests.
+"""Grades that measure understanding: the kept solutions in ``grading/wrong/`` and ``grading/right/``.
 
-Each kept file names the mistake and the test cells that must catch it.  With
-the hidden tests, every one of those cells must lose points; the solution
-notebook itself must score full marks in the same runner (so a loss is the
-mistake's doing).  What the visible tests alone give is recorded in the
-failure message: a student may well pass them with the mistake.
+A kept wrong solution (``grading/wrong/<assignment>/*.py``) names its mistake,
+the test cells that must catch it, its class and the words of its diagnosis::
+
+    # wrong: forward accepts mask but never passes it on
+    # caught by: test_self_attention
+    # severity: essential
+    # diagnosis: 输出没有随掩码改变
+    # %% self_attention
+    ...
+
+* ``essential``: the solution misses the exercise's point.  Each cell it names
+  keeps at most a third of its points, with the hidden tests and with the
+  visible ones alone (Validate tells the student before hand-in), and the
+  diagnosis appears in what those cells print.
+* ``edge``: an edge case (input left untouched, error type, validation).  Each
+  cell it names loses points, and the diagnosis appears in the graded output.
+
+A kept right solution (``grading/right/<assignment>/*.py``, header
+``# right: <its style>``) is a correct answer in another style (loops, einsum,
+its own softmax, ...): it keeps full marks, visible and hidden.
+
+The solution notebook itself scores full marks in the same runner, so every
+loss is the mistake's doing.
 """
 
 from __future__ import annotations
@@ -12,11 +30,23 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from nbrun import ROOT, is_test_cell, read_wrong_solution, run, source_notebook
+from nbrun import ROOT, execute, grade_id, is_test_cell, read_kept, source_notebook
 
 WRONG = ROOT / "grading" / "wrong"
+RIGHT = ROOT / "grading" / "right"
 FIXTURES = sorted(WRONG.glob("*/*.py"))
+ALTERNATIVES = sorted(RIGHT.glob("*/*.py"))
 CHAPTER_ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.name.startswith("ch"))
+CAP = 1 / 3
+EPS = 1e-9
+
+# Mistakes that miss the whole point of their exercise: they must stay essential.
+MUST_BE_ESSENTIAL = {
+    "ch06-attention/drops_the_mask", "ch06-attention/fill_minus_1e9", "ch06-attention/softmax_over_the_wrong_axis",
+    "ch07-parallel/no_max_shift", "ch08-masks/mask_after_softmax", "ch08-masks/inverted_polarity",
+    "ch10-efficiency/tiles_keep_every_block", "ch10-efficiency/window_by_dense_mask",
+    "ch11-kv-cache/values_not_appended", "ch11-kv-cache/attend_before_append", "ch11-kv-cache/no_causal_mask",
+}
 
 pytestmark = pytest.mark.grading
 
@@ -25,26 +55,100 @@ def _points(nb) -> dict[str, float]:
     return {c.metadata.nbgrader.grade_id: float(c.metadata.nbgrader.points) for c in nb.cells if is_test_cell(c)}
 
 
+def _code_test_cells(nb) -> list[str]:
+    """The autograded test cells of ``nb`` (each checks one code exercise)."""
+    return [grade_id(c) for c in nb.cells if is_test_cell(c)]
+
+
+def _ident(path: pathlib.Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def _printed(outputs: dict[str, str], cells) -> str:
+    return "\n".join(outputs[c] for c in cells)
+
+
 @pytest.mark.parametrize("assignment", CHAPTER_ASSIGNMENTS)
-def test_every_chapter_assignment_keeps_at_least_two_wrong_solutions(assignment):
+def test_every_chapter_assignment_keeps_wrong_and_right_solutions(assignment):
     kept = sorted((WRONG / assignment).glob("*.py"))
     assert len(kept) >= 2, f"{assignment}: keep at least two wrong-but-plausible solutions in grading/wrong/"
+    assert sorted((RIGHT / assignment).glob("*.py")), (
+        f"{assignment}: keep at least one right answer in another style in grading/right/{assignment}/")
+
+
+@pytest.mark.parametrize("assignment", CHAPTER_ASSIGNMENTS)
+def test_every_code_exercise_has_an_essential_wrong_solution(assignment):
+    cells = set(_code_test_cells(source_notebook(assignment)))
+    covered = set()
+    for path in (WRONG / assignment).glob("*.py"):
+        kept = read_kept(path)
+        if kept.severity == "essential":
+            covered |= set(kept.caught_by)
+    assert not cells - covered, (f"{assignment}: no essential kept wrong solution for {sorted(cells - covered)}: "
+                                 "keep one that misses the exercise's point")
+
+
+@pytest.mark.parametrize("assignment", CHAPTER_ASSIGNMENTS)
+def test_every_code_exercise_names_its_point(assignment):
+    """The instructions just before each code exercise's test cell say what it exists to teach (本题要点)."""
+    nb = source_notebook(assignment)
+    missing = []
+    text = ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            text = cell.source
+        elif is_test_cell(cell) and "本题要点" not in text:
+            missing.append(grade_id(cell))
+    assert not missing, f"{assignment}: the instructions before {missing} do not name the exercise's point (本题要点)"
+
+
+def test_the_points_that_must_be_essential_are():
+    kept = {_ident(p): read_kept(p).severity for p in FIXTURES}
+    assert MUST_BE_ESSENTIAL <= set(kept), sorted(MUST_BE_ESSENTIAL - set(kept))
+    assert {k for k in MUST_BE_ESSENTIAL if kept[k] != "essential"} == set()
 
 
 @pytest.mark.parametrize("assignment", CHAPTER_ASSIGNMENTS)
 def test_the_solution_scores_full_marks_in_this_runner(assignment):
     nb = source_notebook(assignment)
-    assert run(nb) == pytest.approx(_points(nb))
+    assert execute(nb)[0] == pytest.approx(_points(nb))
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=[f"{p.parent.name}/{p.stem}" for p in FIXTURES])
-def test_hidden_tests_catch_the_kept_wrong_solution(path: pathlib.Path):
-    what, caught_by, cells = read_wrong_solution(path)
+@pytest.mark.parametrize("path", FIXTURES, ids=[_ident(p) for p in FIXTURES])
+def test_the_kept_wrong_solution_is_caught_and_named(path: pathlib.Path):
+    kept = read_kept(path)
+    assert kept.severity in ("essential", "edge"), f"{path.name}: needs '# severity: essential' or 'edge'"
+    assert kept.diagnosis, f"{path.name}: needs '# diagnosis: <the Chinese words its hint must contain>'"
     nb = source_notebook(path.parent.name)
     points = _points(nb)
-    assert set(caught_by) <= set(points), f"{path.name}: unknown test cells {set(caught_by) - set(points)}"
-    full = run(nb, replace=cells)
-    visible = run(nb, replace=cells, hidden=False)
-    missed = {cell: full[cell] for cell in caught_by if full[cell] >= points[cell] - 1e-9}
-    assert not missed, (f"{path.name} ({what}) is not caught by {sorted(missed)}; "
-                        f"with hidden tests {full}, visible tests alone {visible}")
+    assert set(kept.caught_by) <= set(points), f"{path.name}: unknown test cells {set(kept.caught_by) - set(points)}"
+    full, full_out = execute(nb, replace=kept.cells)
+    visible, visible_out = execute(nb, replace=kept.cells, hidden=False)
+    shares = {c: round(full[c] / points[c], 3) for c in kept.caught_by}
+    seen = f"with hidden tests {full}, visible tests alone {visible}"
+    if kept.severity == "essential":
+        over = {c: s for c, s in shares.items() if s > CAP + EPS}
+        assert not over, f"{path.name} ({kept.what}) keeps more than a third of {over}; {seen}"
+        unseen = {c: visible[c] for c in kept.caught_by if visible[c] > points[c] * CAP + EPS}
+        assert not unseen, (f"{path.name} ({kept.what}): no essential visible check catches it in {sorted(unseen)}, "
+                            f"so Validate does not tell the student; {seen}")
+        printed = _printed(visible_out, kept.caught_by)
+        assert kept.diagnosis in printed, (f"{path.name}: Validate's output does not name the mistake "
+                                           f"({kept.diagnosis!r}):\n{printed}")
+    else:
+        missed = {c: s for c, s in shares.items() if s >= 1 - EPS}
+        assert not missed, f"{path.name} ({kept.what}) is not caught by {sorted(missed)}; {seen}"
+    printed = _printed(full_out, kept.caught_by)
+    assert kept.diagnosis in printed, f"{path.name}: the feedback does not name the mistake ({kept.diagnosis!r}):\n{printed}"
+
+
+@pytest.mark.parametrize("path", ALTERNATIVES, ids=[_ident(p) for p in ALTERNATIVES])
+def test_a_right_answer_in_another_style_keeps_full_marks(path: pathlib.Path):
+    kept = read_kept(path)
+    assert not kept.caught_by, f"{path.name}: a right answer starts with '# right: <its style>'"
+    nb = source_notebook(path.parent.name)
+    for hidden in (True, False):
+        scores, printed = execute(nb, replace=kept.cells, hidden=hidden)
+        lost = {c: s for c, s in scores.items() if s < _points(nb)[c] - EPS}
+        assert not lost, (f"{path.name} ({kept.what}) loses points ({'hidden' if hidden else 'visible'} tests): "
+                          f"{lost}\n{_printed(printed, lost)}")
