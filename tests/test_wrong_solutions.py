@@ -139,7 +139,8 @@ def test_the_kept_wrong_solution_is_caught_and_named(path: pathlib.Path):
         missed = {c: s for c, s in shares.items() if s >= 1 - EPS}
         assert not missed, f"{path.name} ({kept.what}) is not caught by {sorted(missed)}; {seen}"
     printed = _printed(full_out, kept.caught_by)
-    assert kept.diagnosis in printed, f"{path.name}: the feedback does not name the mistake ({kept.diagnosis!r}):\n{printed}"
+    assert kept.diagnosis in printed, (f"{path.name}: the feedback does not name the mistake "
+                                       f"({kept.diagnosis!r}):\n{printed}")
 
 
 @pytest.mark.parametrize("path", ALTERNATIVES, ids=[_ident(p) for p in ALTERNATIVES])
