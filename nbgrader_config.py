@@ -13,18 +13,22 @@ import os
 import sys
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.converters import GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests
+from nbgrader.converters import Autograde, GenerateAssignment
+from nbgrader.preprocessors import ClearHiddenTests, Execute
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from grading.kernel_limits import DEFAULT_MEMORY_GB, LimitedExecute  # noqa: E402
+from grading.nbgrader_export import CourseCsvExport  # noqa: E402
 from grading.nbgrader_feedback import (  # noqa: E402
     TEMPLATE_NAME,
     TEMPLATES,
     GetGradesAndPending,
     HideTestTracebacks,
+    LabelAndTidy,
+    offline_math,
     offline_mathjax,
 )
 from grading.nbgrader_formgrader import install as install_formgrader_feedback  # noqa: E402
@@ -44,7 +48,7 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 # --- student versions: Chinese stub for written answers; code stubs keep nbgrader's "# YOUR CODE HERE",
 # except quiz answer cells (solution `answer = "B"`), whose stub is `answer = ""`
 # a written answer's stub says what to do: it is bold, and tells the student to double-click
-c.ClearSolutions.text_stub = "**（待作答）双击这个单元进入编辑，把这一行换成你的回答，写完按 Shift+Enter。**"
+c.ClearSolutions.text_stub = "**（待作答）双击这个单元进入编辑，把这一行换成你的回答，写完按 Ctrl+Enter 显示出来。**"
 c.GenerateAssignment.preprocessors = release_preprocessors(
     GenerateAssignment.class_traits()["preprocessors"].default())
 
@@ -57,18 +61,28 @@ c.Execute.error_on_timeout = {
     "evalue": "该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。",
     "traceback": ["CellTimeoutError: 该单元运行超过时间限制，已被中断（死循环？），本单元得 0 分。"],
 }
+# a cell that kills its kernel (os._exit, a signal) or cannot be interrupted costs that cell only, as in
+# make grade-class: the kernel is restarted, the earlier cells replayed, and grading goes on (grading/kernel_limits.py);
+# every kernel gets the same memory cap as there (a cell asking for far more gets a MemoryError)
+_autograde_steps = Autograde.class_traits()["autograde_preprocessors"].default()
+c.Autograde.autograde_preprocessors = [LimitedExecute if step is Execute else step for step in _autograde_steps]
+c.LimitedKernelManager.memory_limit = int(DEFAULT_MEMORY_GB * 2**30)
+
+# --- nbgrader export: grades.csv with a status column; nothing that was not graded becomes a number
+c.ExportApp.plugin_class = CourseCsvExport
 
 # --- Validate (command line and JupyterLab's button): Chinese, with the test cells' own explanations
 configure_validate(c)
 install_validate()
 
-# --- feedback: in Chinese, no hidden test source, no traceback quoting it, no remote scripts
+# --- feedback: in Chinese, items named as in the notebook (练习 1, 第 3 题), no hidden test source, no traceback
+# quoting it, no empty Out[n]: after test cells, no remote scripts; math typeset when the page is generated
 c.GenerateFeedback.preprocessors = [
-    GetGradesAndPending, ClearHiddenTests, HideTestTracebacks, CSSHTMLHeaderPreprocessor]
+    GetGradesAndPending, ClearHiddenTests, HideTestTracebacks, LabelAndTidy, CSSHTMLHeaderPreprocessor]
 c.HTMLExporter.template_name = TEMPLATE_NAME
 c.HTMLExporter.extra_template_basedirs = [
     str(TEMPLATES),
     os.path.join(os.path.dirname(sys.modules["nbgrader"].__file__), "server_extensions", "formgrader", "templates"),
 ]
-c.HTMLExporter.filters = {"offline_mathjax": offline_mathjax}
+c.HTMLExporter.filters = {"offline_math": offline_math, "offline_mathjax": offline_mathjax}
 install_formgrader_feedback()  # the formgrader's "Generate Feedback" keeps this template too

@@ -16,7 +16,8 @@ Scoring rule
 * Single choice: all or nothing.
 * Multi-select: every option is judged on its own.  With ``R`` right options,
   ``c`` of them picked and ``w`` wrong options picked, the score is
-  ``points * max(0, c - w) / R``, rounded to 2 decimals.  Picking every option
+  ``points * max(0, c - w) / R``, exact (shown to 2 decimals; a sum of
+  rounded parts would read 9.66 where 9.67 is meant).  Picking every option
   therefore earns nothing when half of them are wrong.
 * An answer that is not a set of valid option letters earns 0, with a message
   naming what was wrong.
@@ -35,8 +36,9 @@ __all__ = [
     "render_feedback", "score", "take_answer",
 ]
 
-#: Characters that may separate option letters: spaces, ASCII and Chinese commas, semicolons.
-SEPARATORS = re.compile(r"[\s,，、;；]+")
+#: Characters that may separate or follow option letters: spaces, ASCII and Chinese commas, semicolons, full stops
+#: (``"B."`` as an option is printed, ``"A. B."``).
+SEPARATORS = re.compile(r"[\s,，、;；.。]+")
 
 
 class InvalidAnswer(ValueError):
@@ -80,7 +82,7 @@ def parse_answer(answer, options: str = "ABCD") -> frozenset[str]:
     ----------
     answer : str or list/tuple/set/frozenset of str
         ``"B"``, ``"ab"``, ``"A, B"``, ``"Ａ，Ｂ"`` (full width), ``["A", "B"]``, ``{"a", "b"}`` ...
-        Case, spaces, ASCII/Chinese commas, ``、`` and semicolons are ignored;
+        Case, spaces, ASCII/Chinese commas, ``、``, semicolons and full stops (``"B."``) are ignored;
         full-width letters count as their ASCII twins.
     options : str
         The valid letters, e.g. ``"ABCD"``.
@@ -99,7 +101,8 @@ def parse_answer(answer, options: str = "ABCD") -> frozenset[str]:
     """
     if answer is MISSING:
         raise InvalidAnswer(
-            "没有找到变量 answer：请在上面的答案单元格里写一行 answer = \"B\" 这样的代码并运行它"
+            "没有找到变量 answer：请在上面的答案单元格里写一行 answer = \"…\""
+            "（引号里是你选的字母，格式见测验开头的示例）并运行它"
             "（如果单元格里还留着 raise NotImplementedError()，请删掉那一行）。")
     if isinstance(answer, str):
         letters = _letters_of(answer)
@@ -113,7 +116,7 @@ def parse_answer(answer, options: str = "ABCD") -> frozenset[str]:
             letters.extend(_letters_of(item))
     else:
         raise InvalidAnswer(
-            f"answer 的类型是 {type(answer).__name__}，不是字符串；请把选项字母写在引号里，例如 answer = \"B\"。")
+            f"answer 的类型是 {type(answer).__name__}，不是字符串；请把选项字母写在引号里（格式见测验开头的示例）。")
     if not letters:
         raise InvalidAnswer("answer 是空的：你还没有选择任何选项。")
     bad = sorted({ch for ch in letters if ch not in options}, key=letters.index)
@@ -147,8 +150,8 @@ def score(picked, key, *, multi: bool, points: float = 1.0) -> float:
     Returns
     -------
     float
-        Between 0 and ``points``, rounded to 2 decimals; a plain Python float,
-        so that nbgrader can read its ``repr`` as partial credit.
+        Between 0 and ``points``, not rounded (totals add up exactly); a plain
+        Python float, so that nbgrader can read its ``repr`` as partial credit.
     """
     picked, key = frozenset(picked), frozenset(key)
     if not key:
@@ -158,7 +161,7 @@ def score(picked, key, *, multi: bool, points: float = 1.0) -> float:
     if not multi:
         return float(points) if picked == key else 0.0
     right, wrong = len(picked & key), len(picked - key)
-    return float(round(points * max(0, right - wrong) / len(key), 2))
+    return float(points * max(0, right - wrong) / len(key))
 
 
 def check_format(answer, options: str = "ABCD", *, multi: bool = False) -> float | None:
@@ -235,8 +238,9 @@ def render_feedback(*, number, answer_text: str, problem: str | None, key, expla
 
 
 def _num(x: float) -> str:
-    """``1.0 -> "1"``, ``0.67 -> "0.67"``."""
-    return f"{x:g}"
+    """``1.0 -> "1"``, ``2/3 -> "0.67"``, never ``"-0"``."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def grade(answer, *, key: str, explanations: Mapping[str, str], multi: bool = False, points: float = 1.0,

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from grading import kernel_limits, sandbox
 from grading.course import REPO, SOLUTIONS, NbgraderError
 
-DEFAULT_MEMORY_GB = 4.0
+DEFAULT_MEMORY_GB = kernel_limits.DEFAULT_MEMORY_GB
 WORKER_DIED = "评分进程在这份作业上意外退出了两次（学生代码可能终止了评分进程）——未评分"
 CELL_ERRORS = {
     "CellTimeoutError": "超时被中断",
@@ -473,13 +473,18 @@ def _knows(course: pathlib.Path, assignment: str) -> bool:
     return found > 0
 
 
-def export_csv(course: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
-    """``nbgrader export`` of the class gradebook to ``dest`` (CSV, every assignment)."""
+def export_csv(course: pathlib.Path, dest: pathlib.Path, ungraded=()) -> pathlib.Path:
+    """``nbgrader export`` of the class gradebook to ``dest`` (CSV, every assignment, with a ``status`` column).
+
+    ``ungraded``: ``"assignment/student"`` pairs this run could not grade; their score cells stay empty
+    (``grading/nbgrader_export.py``).
+    """
     from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
+
+    from grading.nbgrader_export import CourseCsvExport
 
     with Gradebook(db_url(course)) as gb:
-        CsvExportPlugin(to=str(dest)).export(gb)
+        CourseCsvExport(to=str(dest), course_root=str(course), ungraded=list(ungraded)).export(gb)
     return dest
 
 
@@ -542,7 +547,7 @@ def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | Non
             pool = _schedule(pool, students, task, jobs, init, report)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    export_csv(course, csv_path)
+    export_csv(course, csv_path, [f"{assignment}/{o.student}" for o in outcomes if not o.graded])
     return ClassReport(assignment, outcomes, time.perf_counter() - start, csv_path)
 
 

@@ -51,6 +51,20 @@ BLANK = "blank"
 INVALID = "invalid"
 #: Status of an answer read as a set of option letters.
 VALID = "valid"
+#: Status of an answer whose cell failed when it was graded (timed out, crashed the kernel ...) in a way that
+#: left the kernel with something else than what the cell's text says; what the text says is not what was graded.
+ERROR = "error"
+
+#: Chinese cause of a cell error, by the ``ename`` of the error output nbgrader stored in the autograded notebook.
+ERROR_CAUSES = {
+    "CellTimeoutError": "运行超时被中断",
+    "KeyboardInterrupt": "运行超时被中断",
+    "DeadKernelError": "让内核退出或崩溃",
+    "MemoryError": "申请的内存超过上限",
+    "_ArrayMemoryError": "申请的内存超过上限",
+}
+
+_EXERCISE_HEADING = re.compile(r"^#+\s*(?P<label>练习\s*\d+|第\s*\d+\s*题)(?:\s*[：:]\s*(?P<title>[^（(\n]*))?", re.M)
 
 _QUIZ_TEST = re.compile(r"(?P<answer>q\d\d)_test")
 
@@ -101,12 +115,14 @@ class QuizItem:
 class Choice:
     """A student's answer to one quiz question, as read from the autograded notebook.
 
-    ``status`` is ``"valid"``, :data:`BLANK` or :data:`INVALID`; ``letters`` is
-    empty unless the answer is valid.
+    ``status`` is ``"valid"``, :data:`BLANK`, :data:`INVALID` or :data:`ERROR`; ``letters`` is
+    empty unless the answer is valid; ``error`` is the ``ename`` of the cell's error when the status is
+    :data:`ERROR`.
     """
 
     status: str
     letters: frozenset = frozenset()
+    error: str = ""
 
 
 @dataclass
@@ -146,6 +162,9 @@ class AssignmentData:
         The readable submissions.
     unreadable : dict
         Student -> reason (Chinese), for submissions left out.
+    labels : dict
+        Graded cell name -> what the students see it as (``"练习 1：数值稳定的 softmax"``, ``"第 3 题"``),
+        read from the exercise headings of the notebook; a cell without one is shown by its name.
     """
 
     assignment: str
@@ -154,6 +173,11 @@ class AssignmentData:
     items: list
     submissions: list
     unreadable: dict
+    labels: dict = field(default_factory=dict)
+
+    def label(self, cell: str) -> str:
+        """The name a reader of the page knows a graded cell by."""
+        return self.labels.get(cell, cell)
 
 
 def grade_call(source: str) -> dict | None:
@@ -272,9 +296,56 @@ def read_choice(value, item: QuizItem) -> Choice:
 
 def _answer_sources(path: pathlib.Path) -> dict[str, str]:
     """Grade id -> source of every cell of a notebook that has one (raises if the file cannot be read)."""
+    return {g: c.source for g, c in _graded_cells(path).items()}
+
+
+def _graded_cells(path: pathlib.Path) -> dict:
+    """Grade id -> cell (in notebook order) of every cell of a notebook that has one (raises if unreadable)."""
     nb = nbformat.read(str(path), as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.source
+    return {c.metadata["nbgrader"]["grade_id"]: c
             for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")}
+
+
+def cell_error(cell) -> str:
+    """The ``ename`` of the first error a cell raised when it was graded ("" when it ran without one)."""
+    for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        if out.get("output_type") == "error":
+            return str(out.get("ename") or "Error")
+    return ""
+
+
+def exercise_labels(cells: dict) -> dict[str, str]:
+    """Graded cell id -> the exercise it belongs to, as the notebook's headings name it.
+
+    ``cells`` maps grade ids to cells in notebook order (every cell with an id, graded or not).  A graded
+    cell takes the last heading ``## 练习 N：标题（…分）`` (or ``第 N 题``) above it, or the first line of
+    its own source when that is such a heading (``# 练习 1 的测试（3 分）``); when several graded cells
+    share one exercise they are numbered.
+    """
+    current, labels = None, {}
+    for grade_id, cell in cells.items():
+        heading = None
+        for match in _EXERCISE_HEADING.finditer(cell.get("source", "")):
+            heading = match
+        if cell.get("cell_type") == "markdown" and heading and not cell.get("metadata", {}).get(
+                "nbgrader", {}).get("grade"):
+            title = (heading["title"] or "").strip()
+            current = re.sub(r"\s+", " ", heading["label"]) + (f"：{title}" if title else "")
+            continue
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            own = re.match(r"#\s*(练习|第)\s*(\d+)", cell.get("source", ""))
+            if own and cell.get("cell_type") == "code":
+                own = f"{own[1]} {own[2]}" + (" 题" if own[1] == "第" else "")
+            else:
+                own = None
+            labels[grade_id] = current or own or grade_id
+    counts = Counter(labels.values())
+    seen = Counter()
+    for grade_id, label in labels.items():
+        if counts[label] > 1 and label != grade_id:
+            seen[label] += 1
+            labels[grade_id] = f"{label}（{seen[label]}）"
+    return labels
 
 
 def load_assignment(course_dir, assignment: str, db_url: str | None = None) -> AssignmentData:
@@ -318,33 +389,66 @@ def load_assignment(course_dir, assignment: str, db_url: str | None = None) -> A
         max_cells = {(name, c.name): float(c.max_score)
                      for name in notebooks for c in gb.find_notebook(name, assignment).grade_cells}
         graded = {s.student_id: s for s in gb.assignment_submissions(assignment)}
-        submissions, unreadable, order = [], {}, []
+        submissions, unreadable, order, labels = [], {}, [], {}
         for student in sorted(set(graded) | set(_students_on_disk(course_dir, assignment))):
             sub = graded.get(student)
-            sources, reason = _read_autograded(course_dir / "autograded" / student / assignment, notebooks)
+            cells_read, reason = _read_autograded(course_dir / "autograded" / student / assignment, notebooks,
+                                                  cells=True)
             if reason is None and sub is None:
                 reason = "成绩库中没有这份提交"
             if reason is not None:
                 unreadable[student] = reason
                 continue
             if not order:
-                order = [(n, g) for n in notebooks for g in sources[n] if (n, g) in max_cells]
+                order = [(n, g) for n in notebooks for g in cells_read[n] if (n, g) in max_cells]
+                labels = {_label(n, g, notebooks): (f"{n}：{text}" if len(notebooks) > 1 else text)
+                          for n in notebooks for g, text in exercise_labels(cells_read[n]).items()}
             scores = {}
             for nb_sub in sub.notebooks:
                 for g in nb_sub.grades:
                     scores[_label(nb_sub.notebook.name, g.name, notebooks)] = _score(g)
-            all_sources = {g: s for n in notebooks for g, s in sources[n].items()}
-            choices = {item.answer_cell: read_choice(answer_value(all_sources.get(item.answer_cell, "")), item)
+            all_cells = {g: c for n in notebooks for g, c in cells_read[n].items()}
+            choices = {item.answer_cell: graded_choice(all_cells.get(item.answer_cell), item,
+                                                       scores.get(item.test_cell),
+                                                       all_cells.get(item.test_cell.rsplit("/", 1)[-1]))
                        for item in items}
             submissions.append(Submission(student, float(sub.score), scores, choices))
         order += sorted(k for k in max_cells if k not in order)
         cells = [(_label(n, g, notebooks), max_cells[(n, g)]) for n, g in order]
-        return AssignmentData(assignment, float(record.max_score), cells, items, submissions, unreadable)
+        labels.update({item.test_cell: f"第 {item.number} 题" for item in items})
+        return AssignmentData(assignment, float(record.max_score), cells, items, submissions, unreadable, labels)
 
 
-def _read_autograded(folder: pathlib.Path, notebooks: list) -> tuple[dict, str | None]:
+def graded_choice(cell, item: QuizItem, score: float | None, test_cell=None) -> Choice:
+    """A student's answer to one question, as the grading saw it.
+
+    The text of the answer cell (:func:`answer_value`, :func:`read_choice`) is what the kernel was given,
+    unless the cell failed when it was graded (a timeout, a crashed kernel ...): then, if the text read does not
+    earn what the gradebook gave (the ``answer = ...`` line never ran), the answer is :data:`ERROR`, with the
+    error's name, and counts for no option.  A timeout or crash of the question's test cell (``test_cell``)
+    counts the same way.
+    """
+    if cell is None:
+        return read_choice(quiz.MISSING, item)
+    choice = read_choice(answer_value(cell.get("source", "")), item)
+    error = cell_error(cell)
+    if not error and test_cell is not None and cell_error(test_cell) in ERROR_CAUSES:
+        error = cell_error(test_cell)
+    if not error:
+        return choice
+    text_score = (quiz.score(choice.letters, item.key, multi=item.multi, points=item.points)
+                  if choice.status == VALID else 0.0)
+    if score is not None and math.isclose(text_score, score, abs_tol=0.006) and choice.status == VALID:
+        return choice  # the answer line ran before the error: the text is what was graded
+    if choice.status != VALID and (score or 0.0) == 0.0:
+        return choice  # blank or invalid whatever happened: the text already says why it scored 0
+    return Choice(ERROR, error=error)
+
+
+def _read_autograded(folder: pathlib.Path, notebooks: list, cells: bool = False) -> tuple[dict, str | None]:
     """Cell sources of one student's autograded notebooks: ``({notebook: {grade id: source}}, None)``.
 
+    With ``cells=True`` the values are the cells themselves (source, outputs, metadata), in notebook order.
     Returns ``({}, reason)`` (reason in Chinese) when a notebook is missing or cannot be read; never raises.
     """
     sources = {}
@@ -353,7 +457,7 @@ def _read_autograded(folder: pathlib.Path, notebooks: list) -> tuple[dict, str |
         if not path.exists():
             return {}, "没有自动评分后的笔记本（提交的文件无法读取或未被评分）"
         try:
-            sources[name] = _answer_sources(path)
+            sources[name] = _graded_cells(path) if cells else _answer_sources(path)
         except Exception as exc:  # noqa: BLE001 - any damage to a student's file must not stop the report
             return {}, f"自动评分后的笔记本无法读取：{type(exc).__name__}"
     return sources, None
@@ -473,7 +577,7 @@ class OptionStats:
     blank, invalid : int
         Students who left the question blank / wrote something that is not a set of valid letters.
     blank_invalid_discrimination : float
-        The same correlation for "blank or invalid".
+        The same correlation for "blank, invalid or failed".
     answered : int
         Readable submissions (the denominator of every rate).
     disagree : int
@@ -489,6 +593,12 @@ class OptionStats:
     blank_invalid_discrimination: float
     answered: int
     disagree: int = 0
+    errors: Counter = field(default_factory=Counter)
+
+    @property
+    def failed(self) -> int:
+        """Answers whose cell failed when graded (:data:`ERROR`): counted for no option."""
+        return sum(self.errors.values())
 
 
 def option_stats(data: AssignmentData) -> list[OptionStats]:
@@ -501,6 +611,7 @@ def option_stats(data: AssignmentData) -> list[OptionStats]:
         choices = [s.choices[item.answer_cell] for s in data.submissions]
         chosen = {letter: np.array([letter in c.letters for c in choices]) for letter in item.options}
         missing = np.array([c.status != VALID for c in choices])
+        failed = np.array([c.status == ERROR for c in choices], dtype=bool)
         rescored = np.array([quiz.score(c.letters, item.key, multi=item.multi, points=item.points)
                              if c.status == VALID else 0.0 for c in choices])
         out.append(OptionStats(
@@ -508,7 +619,8 @@ def option_stats(data: AssignmentData) -> list[OptionStats]:
             discrimination={k: point_biserial(v, rest) for k, v in chosen.items()},
             blank=sum(c.status == BLANK for c in choices), invalid=sum(c.status == INVALID for c in choices),
             blank_invalid_discrimination=point_biserial(missing, rest), answered=len(choices),
-            disagree=int(np.sum(~np.isclose(rescored, scores, atol=0.006)))))
+            disagree=int(np.sum(~np.isclose(rescored, scores, atol=0.006) & ~failed)),
+            errors=Counter(c.error for c in choices if c.status == ERROR)))
     return out
 
 
@@ -577,8 +689,7 @@ def _figure_cells(analysis: Analysis) -> str:
     ax.bar(x - 0.2, [100 * s.full_rate for s in stats], width=0.4, label="满分率（答对率）", color="#55a868")
     ax.bar(x + 0.2, [100 * s.mean / s.max_score if s.max_score else 0 for s in stats], width=0.4,
            label="平均得分率", color="#8172b2")
-    short = {item.test_cell: f"第 {item.number} 题" for item in analysis.data.items}
-    ax.set_xticks(x, [short.get(s.name, s.name) for s in stats], rotation=45, ha="right")
+    ax.set_xticks(x, [_short(analysis.data.label(s.name)) for s in stats], rotation=45, ha="right")
     ax.set_ylim(0, 105)
     ax.set_ylabel("百分比 (%)")
     ax.set_title("各题答对率与平均得分率")
@@ -595,8 +706,8 @@ def _figure_options(options: list[OptionStats]) -> str:
     for ax in axes.flat[len(options):]:
         ax.set_visible(False)
     for ax, st in zip(axes.flat, options, strict=False):
-        labels = [*st.item.options, "空/无效"]
-        values = [st.counts[k] for k in st.item.options] + [st.blank + st.invalid]
+        labels = [*st.item.options, "空/无效/出错" if st.failed else "空/无效"]
+        values = [st.counts[k] for k in st.item.options] + [st.blank + st.invalid + st.failed]
         colors = ["#55a868" if k in st.item.key else "#c44e52" for k in st.item.options] + ["#999999"]
         ax.bar(labels, values, color=colors)
         kind = "多选" if st.item.multi else "单选"
@@ -607,7 +718,28 @@ def _figure_options(options: list[OptionStats]) -> str:
     return _png(fig)
 
 
-def _figure_distributions(stats: list[CellStats]) -> str:
+def _short(label: str) -> str:
+    """A label without its title, for a chart's axis: ``"练习 1：数值稳定的 softmax" -> "练习 1"``."""
+    return label.split("：", 1)[0]
+
+
+def distribution_bars(st: CellStats) -> tuple[list[str], list[int], list[str]]:
+    """The bars of one cell's score-distribution chart: labels, heights and colours.
+
+    One bar per score reached, and, while written answers wait for a human, a grey bar ``待人工批改`` with
+    their number, so the chart accounts for every readable submission.
+    """
+    labels = [f"{_num(v)} 分" for v in st.distribution]
+    values = [int(c) for c in st.distribution.values()]
+    colors = ["#4c72b0"] * len(values)
+    if st.pending:
+        labels.append("待人工批改")
+        values.append(int(st.pending))
+        colors.append("#999999")
+    return labels, values, colors
+
+
+def _figure_distributions(stats: list[CellStats], data: AssignmentData | None = None) -> str:
     import matplotlib.pyplot as plt
 
     cols = min(4, len(stats))
@@ -616,10 +748,12 @@ def _figure_distributions(stats: list[CellStats]) -> str:
     for ax in axes.flat[len(stats):]:
         ax.set_visible(False)
     for ax, st in zip(axes.flat, stats, strict=False):
-        labels = [_num(v) for v in st.distribution]
-        ax.bar(labels, list(st.distribution.values()), color="#4c72b0")
-        ax.set_title(f"{st.name}（满分 {_num(st.max_score)}）", fontsize="small")
+        labels, values, colors = distribution_bars(st)
+        ax.bar(labels, values, color=colors)
+        name = _short(data.label(st.name)) if data is not None else st.name
+        ax.set_title(f"{name}（满分 {_num(st.max_score)}）", fontsize="small")
         ax.set_xlabel("得分", fontsize="small")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel("人数", fontsize="small")
         ax.tick_params(labelsize="small")
     fig.suptitle("各练习的得分分布")
@@ -633,6 +767,8 @@ body { font-family: "Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei"
        max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.6; }
 table { border-collapse: collapse; margin: 0.8em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { white-space: nowrap; word-break: keep-all; background: #fafafa; }
+td.label { white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
 tr.key td { background: #e8f5e9; font-weight: bold; }
 td.warn { color: #b71c1c; }
@@ -676,18 +812,18 @@ def _unreadable_section(data: AssignmentData) -> list[str]:
 
 def _cells_table(analysis: Analysis) -> list[str]:
     e = html.escape
-    questions = {item.test_cell: f"第 {item.number} 题（{item.test_cell}）" for item in analysis.data.items}
     rows = []
     for st in analysis.cells:
         dist = "，".join(f"{_num(v)} 分×{c}" for v, c in st.distribution.items()) or "—"
         rows.append(
             f'<tr data-cell="{e(st.name)}" data-mean="{_attr(st.mean)}" data-full-rate="{_attr(st.full_rate)}" '
             f'data-graded="{st.graded}" data-pending="{st.pending}">'
-            f"<td>{e(questions.get(st.name, st.name))}</td><td>{_num(st.max_score)}</td>"
+            f'<td class="label">{e(analysis.data.label(st.name))}</td><td>{_num(st.max_score)}</td>'
             f"<td>{st.graded}</td><td>{st.pending}</td>"
             f"<td>{_num(st.mean)}</td><td>{_pct(st.full_rate)}</td><td>{_r(st.discrimination)}</td>"
             f"<td>{e(dist)}</td></tr>")
-    head = ("<tr><th>评分单元</th><th>满分</th><th>已评分</th><th>待人工批改</th><th>平均分</th>"
+    head = (f"<tr><th>{'题目' if analysis.data.items else '练习'}</th><th>满分</th><th>已评分</th>"
+            "<th>待人工批改</th><th>平均分</th>"
             "<th>答对率（满分率）</th><th>区分度</th><th>得分分布</th></tr>")
     return [f'<table id="cells">{head}{"".join(rows)}</table>']
 
@@ -713,16 +849,27 @@ def _options_tables(analysis: Analysis) -> list[str]:
         rows.append(
             f'<tr data-option="blank" data-count="{st.blank}"><td>未作答</td><td>{st.blank}</td>'
             f"<td>{_pct(st.blank / n) if n else '—'}</td>"
-            f'<td rowspan="2">{_r(st.blank_invalid_discrimination)}</td></tr>')
+            f'<td rowspan="{3 if st.failed else 2}">{_r(st.blank_invalid_discrimination)}</td></tr>')
         rows.append(
             f'<tr data-option="invalid" data-count="{st.invalid}"><td>无效答案（如 "Z"）</td><td>{st.invalid}</td>'
             f"<td>{_pct(st.invalid / n) if n else '—'}</td></tr>")
+        if st.failed:
+            rows.append(
+                f'<tr data-option="error" data-count="{st.failed}"><td>评分时运行出错</td><td>{st.failed}</td>'
+                f"<td>{_pct(st.failed / n) if n else '—'}</td></tr>")
         head = "<tr><th>选项</th><th>选择人数</th><th>选择比例</th><th>区分度</th></tr>"
         out.append(
             f'<h3 id="{e(item.answer_cell)}">第 {item.number} 题（{kind}，{_num(item.points)} 分，'
             f"正确答案 {quiz.format_letters(item.key)}）</h3>"
             f'<table class="options" data-question="{e(item.answer_cell)}" data-disagree="{st.disagree}">'
             f'{head}{"".join(rows)}</table>')
+        if st.failed:
+            causes = "、".join(f"{ERROR_CAUSES.get(ename, f'出错（{ename}）')} {count} 份"
+                              for ename, count in sorted(st.errors.items()))
+            out.append(f'<p class="bad" data-question="{e(item.answer_cell)}" data-failed="{st.failed}">'
+                       f"有 {st.failed} 份答案在评分时运行出错（{e(causes)}）：笔记本里写的答案没有被评分的内核拿到，"
+                       "成绩库按出错计分。它们单列在“评分时运行出错”一行，不算作选了任何选项，"
+                       "所以上表正确选项的选择比例与答对率一致。</p>")
         if st.disagree:
             out.append(f'<p class="bad">有 {st.disagree} 份答案按笔记本里的文字读出的结果与成绩库的得分不一致'
                        "（例如答案是用变量或表达式写的，不重新运行就读不出来），它们按读到的结果计入上表，请到成绩库核对。</p>")
@@ -763,15 +910,7 @@ def render_html(analysis: Analysis) -> str:
         return "\n".join(parts)
     parts += [
         "<h2>怎样读这一页</h2>",
-        '<div class="note" id="method"><p><strong>区分度的算法：</strong>点二列相关系数（point-biserial）。'
-        "对每个选项，把“是否选了它”记为 1 或 0，计算它与该生<strong>其余各题总分</strong>"
-        "（总分减去本题得分，避免本题自己抬高相关）之间的皮尔逊相关系数，取值在 −1 到 +1 之间；"
-        "评分单元的区分度同理，用本题得分代替 0/1。没有人选或所有人都选时无法计算，记为“—”。</p>"
-        "<p><strong>一句话读法：</strong>好的正确选项区分度为正（总分高的学生更常选它），"
-        "好的干扰项区分度为负（总分低的学生更常选它）；正确选项的区分度接近 0 或为负、"
-        "或干扰项的区分度为正（表中标“需复查”），说明题目、选项或答案本身可能有问题。</p>"
-        "<p>答对率即得到该题满分的比例；多选题有部分得分，所以同时给出平均分。"
-        "人数较少（例如不到 30 人）时相关系数波动很大，只作参考。</p></div>",
+        _method_note(is_quiz),
         "<h2>全班总分分布</h2>",
         f'<div class="side"><img id="fig-total" alt="全班总分分布直方图" src="{_figure_total(analysis)}">',
         _histogram_table(analysis), "</div>",
@@ -790,9 +929,35 @@ def render_html(analysis: Analysis) -> str:
                   *_options_tables(analysis)]
     else:
         parts += ["<h2>各练习的得分分布</h2>",
-                  f'<img id="fig-distributions" alt="各练习的得分分布" src="{_figure_distributions(analysis.cells)}">']
+                  f'<img id="fig-distributions" alt="各练习的得分分布" '
+                  f'src="{_figure_distributions(analysis.cells, data)}">',
+                  *(["<p>灰色的“待人工批改”一栏是书面作答还没有打分的份数。</p>"]
+                    if any(st.pending for st in analysis.cells) else [])]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _method_note(is_quiz: bool) -> str:
+    """How to read the page: options and distractors only where there are any (a quiz)."""
+    if is_quiz:
+        return (
+            '<div class="note" id="method"><p><strong>区分度的算法：</strong>点二列相关系数（point-biserial）。'
+            "对每个选项，把“是否选了它”记为 1 或 0，计算它与该生<strong>其余各题总分</strong>"
+            "（总分减去本题得分，避免本题自己抬高相关）之间的皮尔逊相关系数，取值在 −1 到 +1 之间；"
+            "各题的区分度同理，用本题得分代替 0/1。没有人选或所有人都选时无法计算，记为“—”。</p>"
+            "<p><strong>一句话读法：</strong>好的正确选项区分度为正（总分高的学生更常选它），"
+            "好的干扰项区分度为负（总分低的学生更常选它）；正确选项的区分度接近 0 或为负、"
+            "或干扰项的区分度为正（表中标“需复查”），说明题目、选项或答案本身可能有问题。</p>"
+            "<p>答对率即得到该题满分的比例；多选题有部分得分，所以同时给出平均分。"
+            "人数较少（例如不到 30 人）时相关系数波动很大，只作参考。</p></div>")
+    return (
+        '<div class="note" id="method"><p><strong>区分度的算法：</strong>把每个学生在这道练习上的得分，'
+        "与他<strong>其余各练习的总分</strong>（总分减去本练习得分，避免本练习自己抬高相关）求皮尔逊相关系数，"
+        "取值在 −1 到 +1 之间；所有人得分相同时无法计算，记为“—”。</p>"
+        "<p><strong>一句话读法：</strong>区分度为正，说明总分高的学生在这道练习上也得分高，练习按预期区分了掌握程度；"
+        "接近 0 或为负，说明练习的要求、测试或评分标准可能有问题，值得复查。</p>"
+        "<p>答对率即得到该练习满分的比例；练习有部分得分，所以同时给出平均分。"
+        "人数较少（例如不到 30 人）时相关系数波动很大，只作参考。</p></div>")
 
 
 def _histogram_table(analysis: Analysis) -> str:

@@ -41,6 +41,8 @@ from nbgrader.preprocessors import Execute
 from traitlets import Integer, List, Unicode
 
 LAUNCHER = pathlib.Path(__file__).resolve().with_name("sandbox_launch.py")
+#: Address-space cap of a student's kernel while grading, in GB (``nbgrader_config.py``, ``make grade-class``).
+DEFAULT_MEMORY_GB = 4.0
 
 
 def _limit_address_space(limit: int):

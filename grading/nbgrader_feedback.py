@@ -10,23 +10,45 @@
   marks the cells still waiting for a human grader, so the page says 待人工批改
   instead of showing their provisional 0 as a score, and gives nbgrader's
   automatic comment ("No response.") in Chinese.
-* :func:`offline_mathjax` is a Jinja filter used by
-  ``grading/templates/feedback_offline/mathjax.html.j2``: it inlines the MathJax
-  bundle of the ``sphinx-mathjax-offline`` package instead of nbconvert's CDN
-  script tag.
+* :class:`LabelAndTidy` (after them) gives each graded cell the label the student
+  sees in the notebook (练习 1, 第 3 题; :func:`grading.nbgrader_validate.cell_labels`)
+  and drops a test cell's empty result: nbgrader reads a test cell's partial credit
+  from its ``execute_result``, whose HTML form is empty, so the page would show an
+  empty ``Out[n]:`` after every test cell.
+* :func:`offline_math` is a Jinja filter used by
+  ``grading/templates/feedback_offline/index.html.j2``: it typesets the page's math
+  when the page is generated (MathJax 3 from the ``sphinx-mathjax-offline`` package,
+  run by Node.js, written as inline SVG), so the page is light and loads no script.
+  Without Node.js it inlines MathJax's whole ``tex-svg.js`` bundle instead
+  (:func:`offline_mathjax`, about 2 MB), which typesets in the browser.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
+import shutil
+import subprocess
 
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import GetGrades
 from traitlets import default
 
+from grading.nbgrader_validate import cell_labels
+
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
 TEMPLATE_NAME = "feedback_offline"
+#: The Node.js script that typesets a fragment's math (run by :func:`prerender_math`).
+PRERENDER = TEMPLATES / TEMPLATE_NAME / "prerender_math.js"
+#: MathJax's options in the browser, for the fallback bundle (the same as PRERENDER's).
+BROWSER_CONFIG = """<script>
+window.MathJax = {
+  tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+        processEscapes: true},
+  options: {ignoreHtmlClass: "tex2jax_ignore", processHtmlClass: "tex2jax_process", enableMenu: false}
+};
+</script>"""
 
 
 def is_test_cell(cell) -> bool:
@@ -48,6 +70,30 @@ class HideTestTracebacks(Preprocessor):
                 if output.get("output_type") == "error":
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+def is_empty_result(output) -> bool:
+    """An ``execute_result`` that renders as nothing: its HTML form is blank (a test cell's score object)."""
+    data = output.get("data", {})
+    return output.get("output_type") == "execute_result" and "text/html" in data and not data["text/html"].strip()
+
+
+class LabelAndTidy(Preprocessor):
+    """Label graded cells as the notebook does (``metadata.nbgrader.label``); drop test cells' empty results."""
+
+    @default("enabled")
+    def _enabled_default(self):
+        return True
+
+    def preprocess(self, nb, resources):
+        labels = cell_labels(nb)
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader")
+            if meta and meta.get("grade_id"):
+                meta["label"] = labels.get(meta["grade_id"], meta["grade_id"])
+            if is_test_cell(cell):
+                cell["outputs"] = [o for o in cell.get("outputs", []) if not is_empty_result(o)]
+        return nb, resources
 
 
 # nbgrader's automatic comments (saveautogrades.py), as the student reads them.
@@ -91,3 +137,33 @@ def offline_mathjax(name: str) -> str:
         return "<!-- MathJax not installed: math stays as TeX source -->"
     source = path.read_text(encoding="utf-8").replace("</script", "<\\/script")
     return f"<script>\n{source}\n</script>"
+
+
+def prerender_math(html: str) -> str | None:
+    """``html`` with its math typeset as inline SVG plus the stylesheet it needs, or None.
+
+    None when Node.js or MathJax is missing or MathJax fails; ``html`` itself when it holds no math.
+    """
+    node = shutil.which("node") or shutil.which("nodejs")
+    core = mathjax_bundle("node-main.js")
+    if node is None or core is None:
+        return None
+    try:
+        run = subprocess.run([node, str(PRERENDER), str(core.parent)], input=json.dumps(html), capture_output=True,
+                             text=True, encoding="utf-8", timeout=120, check=False)
+        result = json.loads(run.stdout) if run.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not result:
+        return None
+    if not result["count"]:
+        return html
+    return f'<style type="text/css">{result["css"]}</style>\n{result["body"]}'
+
+
+def offline_math(html: str) -> str:
+    """The notebook's HTML with its math typeset offline: pre-rendered, or else with MathJax inlined."""
+    rendered = prerender_math(html)
+    if rendered is not None:
+        return rendered
+    return f"{html}\n{BROWSER_CONFIG}\n{offline_mathjax('tex-svg.js')}"

@@ -152,8 +152,21 @@ def read_gradebook(db: pathlib.Path) -> list[Result]:
     return list(results.values())
 
 
+def cell_order(assignment: str, source: pathlib.Path = REPO / "solutions") -> list[str]:
+    """The grade ids of an assignment's graded cells in the order its notebooks show them."""
+    import nbformat
+
+    ids = []
+    for path in sorted((source / assignment).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and meta.get("grade_id"):
+                ids.append(meta["grade_id"])
+    return ids
+
+
 def format_table(results: list[Result], ungraded: dict | None = None) -> str:
-    """A plain-text table: one row per submission, one column per graded cell.
+    """A plain-text table: one row per submission, one column per graded cell, in the notebook's order.
 
     ``ungraded`` maps an assignment to students whose submission could not be graded.
     """
@@ -161,13 +174,14 @@ def format_table(results: list[Result], ungraded: dict | None = None) -> str:
     ungraded = ungraded or {}
     for assignment in sorted({r.assignment for r in results} | set(ungraded)):
         rows = [r for r in results if r.assignment == assignment]
-        cells = sorted({c for r in rows for c in r.cells})
+        order = {cell: i for i, cell in enumerate(cell_order(assignment))}
+        cells = sorted({c for r in rows for c in r.cells}, key=lambda c: (order.get(c, len(order)), c))
         header = ["学生 student", "得分 score", "满分 max", *cells]
         table = [header]
         for r in sorted(rows, key=lambda r: r.student):
             shown = [_cell_text(*r.cells[c]) if c in r.cells else "-" for c in cells]
             table.append([r.student, _num(r.score), _num(r.max_score), *shown])
-        for student in ungraded.get(assignment, []):
+        for student in sorted(ungraded.get(assignment, [])):
             table.append([student, "无法评分", "-", *["-" for _ in cells]])
         widths = [max(_width(row[i]) for row in table) for i in range(len(header))]
         lines.append(f"== {assignment} ==")

@@ -11,10 +11,21 @@ touches it):
   in the release (the student's answers are kept);
 * a chapter released later is added the next time ``make lab`` runs.
 
-JupyterLab starts from the repository root (where nbgrader finds the course's
-``nbgrader_config.py``: Validate explains failures in Chinese there) with
-``grading/student_lab/`` first on ``JUPYTER_CONFIG_PATH``, which hides
-nbgrader's instructor tools from the student.
+JupyterLab starts in the working copy (a terminal opened in the lab starts
+there) with ``grading/student_lab/`` first on ``JUPYTER_CONFIG_PATH``, which hides
+nbgrader's instructor tools from the student, and ``grading/student_lab/make_lab/``
+after it: with it, the Validate button and ``nbgrader validate chNN.ipynb``
+typed in JupyterLab's terminal, in the notebook's own folder, find the
+course's ``nbgrader_config.py`` (Chinese explanations), and the environment's
+``bin/`` is first on ``PATH``, so ``nbgrader`` is found at all.
+
+As root (Docker images, cloud machines) JupyterLab refuses to start without
+``--allow-root``; ``make lab`` passes it then.
+
+JupyterLab speaks Chinese (the pinned language pack, made the default by
+``grading/student_lab/lab_settings/``), and so does nbgrader's plugin in it: for
+the time JupyterLab runs, a Chinese copy of the plugin lies in a temporary
+folder first on ``JUPYTER_PATH`` (``grading/nbgrader_lab.py``).
 """
 
 from __future__ import annotations
@@ -23,15 +34,22 @@ import argparse
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 
-from release import as_jupyterlab_keeps  # a neighbour in scripts/
+from release import as_jupyterlab_keeps  # a neighbour in scripts/ (it puts the repository root on sys.path)
+
+from grading import nbgrader_lab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
 WORKING_COPY = ROOT / "student-work"
 STUDENT_SETTINGS = ROOT / "grading" / "student_lab"
+#: Settings only ``make lab`` uses (not a class's JupyterHub): nbgrader anywhere in the lab reads the course config.
+LAB_SETTINGS = STUDENT_SETTINGS / "make_lab"
+BIN = pathlib.Path(sys.executable).parent
 
 
 def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORKING_COPY) -> list[pathlib.Path]:
@@ -55,33 +73,86 @@ def sync_working_copy(release: pathlib.Path = RELEASE, work: pathlib.Path = WORK
     return added
 
 
-def lab_command(lab_args=(), work: pathlib.Path = WORKING_COPY) -> list[str]:
-    """JupyterLab on the working copy (started from the repository root, where nbgrader finds the course config)."""
-    return [str(pathlib.Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={work}", *lab_args]
+def lab_command(lab_args=(), work: pathlib.Path = WORKING_COPY, *, root: bool | None = None) -> list[str]:
+    """JupyterLab on the working copy.
+
+    ``root`` (default: whether this process runs as root) adds ``--allow-root``, without which JupyterLab
+    refuses to start as root.
+    """
+    root = os.geteuid() == 0 if root is None else root
+    allow = ["--allow-root"] if root and "--allow-root" not in lab_args else []
+    return [str(BIN / "jupyter"), "lab", f"--notebook-dir={work}", *allow, *lab_args]
 
 
-def student_environment(base=None) -> dict:
+def student_environment(base=None, *, make_lab: bool = True) -> dict:
     """``base`` (default: this process's environment) with the student's settings first on JUPYTER_CONFIG_PATH.
 
     ``grading/student_lab/`` hides nbgrader's instructor tools (formgrader, Create Assignment) from the student.
+    With ``make_lab`` (``make lab`` on the student's own machine, not a class's JupyterHub) the environment's
+    ``bin/`` also goes first on ``PATH`` (named in ``ATTENTION_LAB_BIN`` for the lab's terminal) and
+    ``grading/student_lab/make_lab/`` on JUPYTER_CONFIG_PATH: ``nbgrader`` typed in the lab's terminal, in any
+    folder, is the course's and reads the course's configuration.
     """
     env = dict(os.environ if base is None else base)
-    paths = [str(STUDENT_SETTINGS), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
-    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    ours = [STUDENT_SETTINGS, LAB_SETTINGS] if make_lab else [STUDENT_SETTINGS]
+    paths = [*map(str, ours), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if make_lab:
+        env["PATH"] = os.pathsep.join(dict.fromkeys([str(BIN), *filter(None, env.get("PATH", "").split(os.pathsep))]))
+        env["ATTENTION_LAB_BIN"] = str(BIN)
     return env
+
+
+def with_chinese_nbgrader(env: dict, data_dir: pathlib.Path) -> dict:
+    """``env`` with a Chinese copy of nbgrader's JupyterLab plugin, written into ``data_dir``, first on JUPYTER_PATH."""
+    nbgrader_lab.write_chinese_labextension(data_dir)
+    paths = [str(data_dir), *filter(None, env.get("JUPYTER_PATH", "").split(os.pathsep))]
+    return {**env, "JUPYTER_PATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="在学生自己的作业目录上打开 JupyterLab (JupyterLab on your copy).")
     parser.add_argument("--sync-only", action="store_true", help="只同步新发布的笔记本，不启动 JupyterLab")
+    parser.add_argument("--work", type=pathlib.Path, default=None, help=argparse.SUPPRESS)  # tests: another copy
     args, lab_args = parser.parse_known_args(argv)
-    added = sync_working_copy(RELEASE, WORKING_COPY)
+    work = args.work.resolve() if args.work else WORKING_COPY
+    added = sync_working_copy(RELEASE, work)
     for path in added:
-        print(f"新的练习：{path.relative_to(ROOT)}")
-    print(f"你的作业目录是 {WORKING_COPY.relative_to(ROOT)}/：在这里作答，重新发布练习不会覆盖它。")
+        print(f"新的练习：{_shown(path)}")
+    print(f"你的作业目录是 {_shown(work)}/：在这里作答，重新发布练习不会覆盖它。")
     if args.sync_only:
         return 0
-    return subprocess.run(lab_command(lab_args), env=student_environment(), cwd=ROOT, check=False).returncode
+    with tempfile.TemporaryDirectory(prefix="attention-lab-") as data_dir:
+        env = with_chinese_nbgrader(student_environment(), pathlib.Path(data_dir))
+        return run_lab(lab_command(lab_args, work), env, work)
+
+
+def run_lab(command: list[str], env: dict, cwd: pathlib.Path = WORKING_COPY) -> int:
+    """Run JupyterLab until it ends; SIGTERM or SIGHUP sent to this script stops JupyterLab too.
+
+    Ctrl-C reaches JupyterLab directly (same terminal): it asks for confirmation, and this script waits for it.
+    """
+    server = subprocess.Popen(command, env=env, cwd=cwd)  # a new terminal opens here, in the working copy
+
+    def forward(signum, _frame):
+        if server.poll() is None:
+            server.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    while True:
+        try:
+            return server.wait()
+        except KeyboardInterrupt:
+            continue  # JupyterLab got the same Ctrl-C and decides; keep waiting for it
+
+
+def _shown(path: pathlib.Path) -> str:
+    """``path`` relative to the repository root where it lies inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pathlib
 
 import nbformat
+import pytest
 from nbrun import grade_id
 
 MARKERS = ("BEGIN SOLUTION", "HIDDEN TESTS")
@@ -69,3 +70,47 @@ def autograde(course, assignment: str, submissions: dict[str, nbformat.NotebookN
             nb = gb.find_submission_notebook(assignment, assignment, student)
             scores[student] = {g.name: g.auto_score for g in nb.grades} | {"max_score": nb.max_score}
     return scores
+
+
+def grade(tmp_path: pathlib.Path, assignment: str, submissions, expected: dict[str, list], *, tol: float = 1e-6):
+    """Generate ``assignment``, autograde its source, its blank release and the chapter's ``submissions``.
+
+    The contract every assignment meets (the chapter's row of ``chapters.CHAPTERS``): the release hides the
+    solutions and hidden tests and offers what the exercises ask for; the source gets every point of every
+    autograded cell, the blank release none; every notebook's maximum is the autograded points plus the written
+    answer's.  ``submissions(source, blank)`` gives the chapter's own ``{student: notebook}``, and ``expected``
+    their scores, cell by cell in the table's order.  Returns ``(course, {student: scores})``.
+    """
+    from chapters import BY_NAME
+
+    chapter = BY_NAME[assignment]
+    course, release = generated(tmp_path, assignment)
+    released = release.read_text(encoding="utf-8")
+    assert not [name for name in chapter.released if name not in released]
+    model, blank = source(course, assignment), nbformat.read(release, as_version=4)
+    got = autograde(course, assignment, {"source": model, "blank": blank} | submissions(model, blank))
+    cells = list(chapter.points)
+    expected = {"source": list(chapter.points.values()), "blank": [0] * len(cells)} | expected
+    assert set(expected) == set(got), (sorted(expected), sorted(got))
+    for student, scores in expected.items():
+        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=tol), (student, got[student])
+        assert got[student]["max_score"] == chapter.max_score
+    return course, got
+
+
+def wrong_cells(assignment: str, *names: str) -> dict[str, str]:
+    """The cells these kept wrong solutions replace (``grading/wrong/<assignment>/<name>.py``), merged in order."""
+    from nbrun import ROOT, read_kept
+
+    cells: dict[str, str] = {}
+    for name in names:
+        cells |= read_kept(ROOT / "grading" / "wrong" / assignment / f"{name}.py").cells
+    return cells
+
+
+def model_cells(assignment: str) -> dict[str, str]:
+    """``{solution cell id: source}`` of the assignment's model answer."""
+    from nbrun import source_notebook
+
+    return {grade_id(c): c.source for c in source_notebook(assignment).cells
+            if c.metadata.get("nbgrader", {}).get("solution")}

@@ -11,8 +11,6 @@ import time
 import urllib.error
 import urllib.request
 
-from lessons import ROOT
-
 from conftest import load_script
 
 lab = load_script("lab")
@@ -52,16 +50,17 @@ def lab_server(work: pathlib.Path, tmp: pathlib.Path, env: dict, token: str, ext
     """``make lab``'s JupyterLab (``scripts/lab.py``'s command) on ``work``; yields its base URL; always stopped.
 
     Its runtime files, workspaces and log (``tmp/server.log``) stay in ``tmp``;
-    there is no class exchange.
+    there is no class exchange.  As in ``make lab``, nbgrader's plugin is the Chinese copy.
     """
     port = free_port()
+    env = lab.with_chinese_nbgrader(env, tmp / "jupyter-data")
     env = {**env, "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "NBGRADER_EXCHANGE": str(tmp / "none"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces")}
     args = ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
             "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", *extra_args]
     log_path = tmp / "server.log"
     with log_path.open("w") as log:
-        server = subprocess.Popen(lab.lab_command(args, work), env=env, cwd=ROOT, stdout=log,
+        server = subprocess.Popen(lab.lab_command(args, work), env=env, cwd=work, stdout=log,
                                   stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -79,3 +78,27 @@ def devtools_page(port: int) -> dict:
     """The first page target of a Chromium listening for DevTools on ``port``."""
     targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5))
     return next(t for t in targets if t["type"] == "page")
+
+
+@contextlib.contextmanager
+def chromium(viewport=(1280, 900)):
+    """A headless page of the system's Chromium (Debian's ``chromium``), driven by Playwright; always closed.
+
+    Playwright is pointed at that executable: nothing is downloaded.  Tests that use it carry the
+    ``browser`` marker, so they are skipped with one line naming the install command where it is missing.
+    """
+    from playwright.sync_api import sync_playwright
+
+    from conftest import provision
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=provision.find_chromium(), headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-extensions"])
+        try:
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]}, locale="zh-CN")
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            browser.close()

@@ -72,13 +72,14 @@ def section(text: str, heading: str) -> str:
 
 
 def assert_glued_values_are_plain_numbers(page: pathlib.Path, glued: dict) -> None:
-    """Every ``{glue:text}`` name of the prose was glued, and as a plain int or float.
+    """Every ``{glue:text}`` name of the prose was glued, and as a plain int, float or str.
 
-    MyST-NB formats a glued value's text/plain repr: ``np.float64(...)`` would fail the build.
+    MyST-NB formats a glued value's text/plain repr: ``np.float64(...)`` would fail the build. A str is a
+    sentence the cell chose (``attnlib.claims.Sentences``).
     """
     used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(page)))
     assert used <= set(glued)
-    assert all(type(v) in (int, float) for v in glued.values()), glued
+    assert all(type(v) in (int, float, str) for v in glued.values()), glued
 
 
 def assert_code_lines_fit_the_page(page: pathlib.Path, columns: int = 74) -> None:
@@ -87,3 +88,13 @@ def assert_code_lines_fit_the_page(page: pathlib.Path, columns: int = 74) -> Non
 
     wide = [line for cell in code_cells(page) for line in cell.splitlines() if display_width(line) > columns]
     assert not wide, wide
+
+
+def assert_draws_without_warnings(fig) -> None:
+    """Drawing ``fig`` warns of nothing (a missing glyph of a Chinese label would)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    assert not caught, [str(w.message) for w in caught]

@@ -1,9 +1,4 @@
-"""Chapter 1 (可视化总览): every claim of the lesson holds, the animation works in the built page, the exercises grade.
-
-The lesson's code cells are executed here, in order, in one namespace (as the
-book build does), and the claims its prose makes are asserted on the variables
-the cells leave behind.
-"""
+"""Chapter 1 (可视化总览): every claim of the lesson holds, the animation works when built; the exercises grade."""
 
 from __future__ import annotations
 
@@ -11,55 +6,28 @@ import base64
 import html.parser
 import pathlib
 import re
-import sys
 
 import assignments
 import numpy as np
 import pytest
-import yaml
-from lessons import chinese_characters, prose, run_lesson
-from nbrun import read_wrong_solution
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import assert_draws_without_warnings
 
 from attnlib import numpy as anp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHAPTER = ROOT / "book" / "ch01-pipeline.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch01-pipeline.yml"
 ASSIGNMENT = "ch01-pipeline"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter (any warning is an error here)."""
-    return run_lesson(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the page itself
 
 def test_page_has_the_planned_parts_and_length():
     text = CHAPTER.read_text(encoding="utf-8")
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     assert text.index("{doc}`intro`") < text.index("## 一个公式")  # opens from the 前言
-    assert "{doc}`ch02-qkv`" in text.split("## 小结")[1]  # and hands over to chapter 2
-    for heading in ("## 小结", "## 练习", "## 自测", "## 常见的坑"):
-        assert heading in text
-    assert text.index("## 小结") < text.index("## 练习") < text.index("## 自测")
-    assert "```{exercises} ch01-pipeline" in text
-    assert "```{selfcheck} selfchecks/ch01-pipeline.yml" in text
-    body = prose(CHAPTER)
-    assert "词元（token）" in body and body.index("词元（token）") <= body.index("词元")  # glossed at first use
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    text = CHAPTER.read_text(encoding="utf-8")
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", text))
-    glued = set(re.findall(r'glue\("([^"]+)"', text))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch01_") for name in glued | used)
 
 
 # --------------------------------------------------------------------------- the claims of the prose
@@ -193,13 +161,9 @@ def test_animation_has_a_frame_per_step_and_loads_nothing(chapter):
 
 @pytest.mark.cjk_font
 def test_static_figure_shows_every_matrix_with_its_shape_in_chinese(chapter):
-    import warnings
 
     fig = chapter["fig"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fig.canvas.draw()
-    assert not caught, [str(w.message) for w in caught]  # no missing glyph
+    assert_draws_without_warnings(fig)  # no missing glyph
     titles = [ax.get_title() for ax in fig.axes]
     assert len(titles) == 8
     for title, shape in zip(titles, ["4×6", "4×3", "4×3", "4×3", "4×4", "4×4", "4×4", "4×3"], strict=True):
@@ -257,17 +221,9 @@ def test_animation_plays_in_a_real_browser():
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question: dict) -> list[str]:
-    return [o["text"] for o in question["options"] if o.get("correct")]
-
-
 def test_selfcheck_shapes():
-    q1 = _questions()[0]
-    assert _correct(q1) == [r"$A$ 是 $5\times5$，$O$ 是 $5\times6$"]
+    q1 = questions(ASSIGNMENT)[0]
+    assert correct(q1) == [r"$A$ 是 $5\times5$，$O$ 是 $5\times6$"]
     rng = np.random.default_rng(1)
     x = rng.normal(size=(5, 8))
     q, k, v = anp.qkv_projection(x, rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 6)))
@@ -276,8 +232,8 @@ def test_selfcheck_shapes():
 
 
 def test_selfcheck_what_sums_to_one():
-    q2 = _questions()[1]
-    assert _correct(q2) == ["权重矩阵 $A$ 的每一行"]
+    q2 = questions(ASSIGNMENT)[1]
+    assert correct(q2) == ["权重矩阵 $A$ 的每一行"]
     rng = np.random.default_rng(2)
     q, k, v = rng.normal(size=(3, 5, 4))
     out, A = anp.scaled_dot_product_attention(q, k, v)
@@ -288,8 +244,8 @@ def test_selfcheck_what_sums_to_one():
 
 
 def test_selfcheck_statements_about_unmasked_attention():
-    q3 = _questions()[2]
-    assert q3["multi"] and len(_correct(q3)) == 2
+    q3 = questions(ASSIGNMENT)[2]
+    assert q3["multi"] and len(correct(q3)) == 2
     rng = np.random.default_rng(3)
     x = rng.normal(size=(6, 8))
     q, k, v = anp.qkv_projection(x, *rng.normal(size=(3, 8, 4)))
@@ -321,29 +277,15 @@ def attention(q, k, v):
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    import nbformat
-
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    assert "def scaled_scores" in release.read_text(encoding="utf-8")
-    source = assignments.source(course, ASSIGNMENT)
-    wrong = ROOT / "grading" / "wrong" / ASSIGNMENT
-    partial = {**read_wrong_solution(wrong / "weights_on_the_left.py")[2],
-               **read_wrong_solution(wrong / "no_max_shift.py")[2]}
-    subs = {"source": source, "blank": nbformat.read(release, as_version=4),
-            "partial": assignments.with_cells(source, partial),
-            "noisy": assignments.with_cells(source, {"attention": NOISY_ATTENTION})}
-    got = assignments.autograde(course, ASSIGNMENT, subs)
+    partial = assignments.wrong_cells(ASSIGNMENT, "weights_on_the_left", "no_max_shift")
     # per autograded cell: projections 2, scaled scores 3, attention 3 (the written answer is graded by hand)
-    expected = {
-        "source": [2, 3, 3],
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        "partial": assignments.with_cells(source, partial),
+        "noisy": assignments.with_cells(source, {"attention": NOISY_ATTENTION}),
+    }, {
         # Q, K, V transposed: only "returns three arrays" of 10 checks passes; without the max shift
         # the huge scores overflow: 9 of 10 checks pass
         "partial": [0.2, 3, 2.7],
         # right answers whose code prints to stderr and warns keep their points
         "noisy": [2, 3, 3],
-        "blank": [0, 0, 0],
-    }
-    cells = ["test_projections", "test_scaled_scores", "test_attention"]
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
-        assert got[student]["max_score"] == 10
+    }, tol=1e-9)

@@ -1,56 +1,27 @@
-"""Chapter 3 (点积相似度与注意力分数): the lesson's claims, its self-check and its assignment's grading.
-
-The lesson's code cells are executed here in one namespace (as the book build
-does) and every claim of its prose is asserted on the variables they leave.
-"""
+"""Chapter 3 (点积相似度与注意力分数): the lesson's claims, its self-check and its assignment's grading."""
 
 from __future__ import annotations
 
 import math
-import re
-import sys
 
 import assignments
-import nbformat
 import numpy as np
 import pytest
-import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT
 
 from attnlib import numpy as anp
 
-CHAPTER = ROOT / "book" / "ch03-scores.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch03-scores.yml"
 ASSIGNMENT = "ch03-scores"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter."""
-    return run_lesson(CHAPTER)
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
     text = CHAPTER.read_text(encoding="utf-8")
-    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
-    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]  # the same front matter as the model chapter
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
-    assert "词元（token）" in text and "查询（query）" in text and "键（key）" in text
     assert "{doc}`ch05-softmax`" in text
-    assert text.index("## 练习") < text.index("```{exercises} ch03-scores") < text.index("## 自测")
-    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch03-scores.yml")
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    cells = "\n".join(code_cells(CHAPTER))
-    glued = set(re.findall(r'glue\("([^"]+)"', cells))
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch03_") for name in glued)
 
 
 def test_chapter_2_is_linked_once_it_is_in_the_book_and_named_otherwise():
@@ -141,24 +112,12 @@ def test_the_pitfalls_are_real(chapter):
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question) -> list[str]:
-    return [o["text"] for o in question["options"] if o.get("correct")]
-
-
-def test_selfcheck_has_three_or_four_questions():
-    assert 3 <= len(_questions()) <= 4
-
-
 def test_selfcheck_stretching_a_key():
     q, k = np.array([[1.0, 2.0]]), np.array([[0.5, 1.0], [-1.0, -0.5], [2.0, -1.0]])
     before, after = (anp.attention_scores(q, c * k, scale=False)[0] for c in (1, 3))
     assert np.allclose(after, 3 * before) and not np.allclose(after, 9 * before)
     assert after[0] > before[0] > 0 and after[1] < before[1] < 0 and after[2] == before[2] == 0
-    assert "变成原来的 3 倍" in _correct(_questions()[0])[0]
+    assert "变成原来的 3 倍" in correct(questions(ASSIGNMENT)[0])[0]
 
 
 def test_selfcheck_ranking_example():
@@ -167,16 +126,16 @@ def test_selfcheck_ranking_example():
     assert np.allclose(dots, [5.0, 12.0]) and np.allclose(cos, [1.0, 0.6])
     assert np.array_equal(np.argsort(-anp.attention_scores(10 * q, keys, scale=False)[0]), np.argsort(-dots))
     assert np.array_equal(np.argsort(-anp.attention_scores(q, keys)[0]), np.argsort(-dots))  # scaled: still B first
-    assert len(_correct(_questions()[1])) == 2
+    assert len(correct(questions(ASSIGNMENT)[1])) == 2
 
 
 def test_selfcheck_multiply_adds_and_shapes():
-    assert 100 * 200 * 64 == 1_280_000 and "1\\,280\\,000" in _correct(_questions()[2])[0]
+    assert 100 * 200 * 64 == 1_280_000 and "1\\,280\\,000" in correct(questions(ASSIGNMENT)[2])[0]
     q, k = np.zeros((2, 8, 10, 64)), np.zeros((2, 8, 12, 64))
     assert anp.attention_scores(q, k).shape == (2, 8, 10, 12) and k.T.shape == (64, 12, 8, 2)
     with pytest.raises(ValueError):
         q @ k.T  # noqa: B018 - the option's claim: it does not even run
-    assert _correct(_questions()[3]) == ["$(2, 8, 10, 12)$"]
+    assert correct(questions(ASSIGNMENT)[3]) == ["$(2, 8, 10, 12)$"]
 
 
 # --------------------------------------------------------------------------- the assignment
@@ -184,16 +143,10 @@ def test_selfcheck_multiply_adds_and_shapes():
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    from nbrun import read_wrong_solution, source_notebook
-
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    assert "def rank_keys" in release.read_text(encoding="utf-8")
-    model = {c.metadata.nbgrader.grade_id: c.source for c in source_notebook(ASSIGNMENT).cells
-             if c.metadata.get("nbgrader", {}).get("solution")}
-    _, _, wrong_rows = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "one_loop_over_keys_as_rows.py")
+    model = assignments.model_cells(ASSIGNMENT)
     mixed = {
         "scores_double_loop": model["scores_double_loop"],
-        "scores_one_loop": wrong_rows["scores_one_loop"],
+        "scores_one_loop": assignments.wrong_cells(ASSIGNMENT, "one_loop_over_keys_as_rows")["scores_one_loop"],
         # the reference under another name: found however it is bound
         "scores_matrix": "from attnlib.numpy import attention_scores as dots\n\n\n"
                          "def scores_matrix(q, k):\n    return dots(q, k, scale=False)\n",
@@ -201,17 +154,7 @@ def test_assignment_grades_as_intended(tmp_path):
         "rank_keys": "import warnings\n\n" + model["rank_keys"].replace(
             '    q = np.asarray(q, dtype=float)', '    warnings.warn("排名中")\n    q = np.asarray(q, dtype=float)', 1),
     }
-    blank = nbformat.read(release, as_version=4)
-    subs = {"source": assignments.source(course, ASSIGNMENT), "blank": blank,
-            "mixed": assignments.with_cells(blank, mixed)}
-    got = assignments.autograde(course, ASSIGNMENT, subs)
-    cells = ["test_scores_double_loop", "test_scores_one_loop", "test_scores_matrix", "test_rank_keys"]
-    expected = {
-        "source": [2, 2, 2, 2],
-        "blank": [0, 0, 0, 0],
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {"mixed": assignments.with_cells(blank, mixed)}, {
         # the transposed one-loop form passes 2 of 6 checks (one loop, the ValueError); the reference scores 0
         "mixed": [2, 2 / 3, 0, 2],
-    }
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
-        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
+    }, tol=1e-9)  # 8 autograded + the written answer (2, by hand)

@@ -1,62 +1,33 @@
 """Chapter 4 (缩放因子 √d_k): the lesson's claims hold, its self-check is right, its assignment grades as intended.
 
-The lesson's code cells are executed here in one namespace (as the book build
-does) and every claim of its prose is asserted on the variables they leave.
-Tolerances on measurements come from their sampling error: the sample variance
-of n Gaussian dot products has a relative standard error of sqrt((2 + 6/d_k)/n),
-a fraction measured on n samples a standard error of sqrt(p (1 - p) / n).
+Tolerances on measurements come from their sampling error: the sample variance of n Gaussian dot products has
+a relative standard error of sqrt((2 + 6/d_k)/n), a fraction measured on n samples a standard error of sqrt(p
+(1 - p) / n).
 """
 
 from __future__ import annotations
 
 import math
-import re
-import sys
 
 import assignments
-import nbformat
 import numpy as np
 import pytest
-import yaml
-from lessons import ROOT, chinese_characters, code_cells, prose, run_lesson
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import prose
 
 from attnlib import numpy as anp
 
-CHAPTER = ROOT / "book" / "ch04-scaling.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch04-scaling.yml"
 ASSIGNMENT = "ch04-scaling"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter."""
-    return run_lesson(CHAPTER)
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
-    text = CHAPTER.read_text(encoding="utf-8")
-    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
-    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     body = prose(CHAPTER)
     assert body.index("{doc}`ch03-scores`") < 300  # opens from chapter 3
-    summary = body[body.index("## 小结"):body.index("## 练习")]
-    assert "{doc}`ch05-softmax`" in summary  # and leads into chapter 5
     assert "一种常见的说法是" in body  # the percentage-scale claim is quoted as a common statement, then refuted
-    assert text.index("## 练习") < text.index("```{exercises} ch04-scaling") < text.index("## 自测")
-    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch04-scaling.yml")
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    cells = "\n".join(code_cells(CHAPTER))
-    glued = set(re.findall(r'glue\("([^"]+)"', cells))
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch04_") for name in glued)
 
 
 # --------------------------------------------------------------------------- the lesson's claims
@@ -144,31 +115,19 @@ def test_dividing_by_d_k_flattens_the_weights():
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question) -> list[str]:
-    return [o["text"] for o in question["options"] if o.get("correct")]
-
-
-def test_selfcheck_has_three_or_four_questions():
-    assert 3 <= len(_questions()) <= 4
-
-
 def test_selfcheck_standard_deviation_at_256():
     n = 20_000
     v = anp.dot_product_variance(256, n, seed=5)
     assert abs(math.sqrt(v) / 16 - 1) < 5 * 0.5 * math.sqrt((2 + 6 / 256) / n)  # the sd's relative error is half
     assert math.sqrt(anp.dot_product_variance(256, n, seed=5, scale=1 / 256)) == pytest.approx(math.sqrt(v) / 256)
-    assert _correct(_questions()[0]) == ["16"]
+    assert correct(questions(ASSIGNMENT)[0]) == ["16"]
 
 
 def test_selfcheck_non_unit_components():
     n = 20_000
     v = anp.dot_product_variance(64, n, std_q=2.0, std_k=2.0, scale=True, seed=6)
     assert abs(v / 16 - 1) < 5 * math.sqrt((2 + 6 / 64) / n)
-    assert _correct(_questions()[1]) == ["16"]
+    assert correct(questions(ASSIGNMENT)[1]) == ["16"]
 
 
 def test_selfcheck_what_scaling_does():
@@ -183,7 +142,7 @@ def test_selfcheck_what_scaling_does():
     g_small = np.median(anp.softmax_grad_norm(raw[:, :] * 0.25, u))  # as if d_k were 4
     g_large = np.median(anp.softmax_grad_norm(raw * 4, u))  # as if d_k were 1024
     assert g_large < 0.1 * g_small
-    assert len(_correct(_questions()[2])) == 3
+    assert len(correct(questions(ASSIGNMENT)[2])) == 3
 
 
 # --------------------------------------------------------------------------- the assignment
@@ -191,15 +150,10 @@ def test_selfcheck_what_scaling_does():
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    from nbrun import read_wrong_solution, source_notebook
-
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    assert "def row_entropy" in release.read_text(encoding="utf-8")
-    model = {c.metadata.nbgrader.grade_id: c.source for c in source_notebook(ASSIGNMENT).cells
-             if c.metadata.get("nbgrader", {}).get("solution")}
-    _, _, wrong_axis = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "variance_over_the_wrong_axis.py")
+    model = assignments.model_cells(ASSIGNMENT)
     mixed = {
-        "dot_product_variance": wrong_axis["dot_product_variance"],
+        "dot_product_variance": assignments.wrong_cells(ASSIGNMENT, "variance_over_the_wrong_axis")[
+            "dot_product_variance"],
         # the reference through the module: caught by the static check
         "scaled_scores": "from attnlib import numpy as lib\n\n\n"
                          "def scaled_scores(q, k):\n    return lib.attention_scores(q, k)\n",
@@ -208,18 +162,9 @@ def test_assignment_grades_as_intended(tmp_path):
             "    w = np.asarray(weights, dtype=float)",
             '    print("计算熵……", file=sys.stderr)\n    w = np.asarray(weights, dtype=float)', 1),
     }
-    blank = nbformat.read(release, as_version=4)
-    subs = {"source": assignments.source(course, ASSIGNMENT), "blank": blank,
-            "mixed": assignments.with_cells(blank, mixed)}
-    got = assignments.autograde(course, ASSIGNMENT, subs)
-    cells = ["test_dot_product_variance", "test_scaled_scores", "test_row_entropy"]
-    expected = {
-        "source": [3, 2, 3],
-        "blank": [0, 0, 0],
-        # the variance over the wrong axis keeps only "a float" and "seeded" of 6 checks, plus the two seed checks
-        # of the hidden part: 4 of 8; the reference gives 0; the noisy but right entropy keeps its 3 points
-        "mixed": [1.5, 0, 3],
-    }
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-9), (student, got[student])
-        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {"mixed": assignments.with_cells(blank, mixed)}, {
+        # the variance over the wrong axis passes "a float", "seeded" and the two seed checks of the hidden part
+        # (4 of 8), but misses the essential variance checks: a third of 3; the reference gives 0; the noisy but
+        # right entropy keeps its 3 points
+        "mixed": [1, 0, 3],
+    }, tol=1e-9)  # 8 autograded + the written answer (2, by hand)

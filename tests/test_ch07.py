@@ -1,48 +1,28 @@
 """Chapter 7 (并行计算): the lesson's claims hold, its self-check is right, its assignment grades as intended.
 
-The lesson's code cells are executed here in one namespace (as the book build
-does) and every claim of its prose is asserted on the variables they leave.
-Timings are only compared where the gap between the quantities is large (a
-factor of several), never against one machine's numbers.
+Timings are only compared where the gap between the quantities is large (a factor of several), never against
+one machine's numbers.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-import warnings
 
 import assignments
-import nbformat
 import numpy as np
 import pytest
 import torch
 import yaml
-from lessons import (
-    ROOT,
-    chinese_characters,
-    code_cells,
-    prose,
-    run_lesson,
-    section,
-)
-from nbrun import read_wrong_solution
+from chapters import BY_NAME, correct_indices, lesson_fixture, questions
+from lessons import ROOT, assert_draws_without_warnings, prose, section
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlib import numpy as anp
 from attnlib import torch as att
 
-CHAPTER = ROOT / "book" / "ch07-parallel.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch07-parallel.yml"
 ASSIGNMENT = "ch07-parallel"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter."""
-    return run_lesson(CHAPTER)
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 
 def _multiply_adds(f, *arrays) -> int:
@@ -54,48 +34,19 @@ def _multiply_adds(f, *arrays) -> int:
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
-    text = CHAPTER.read_text(encoding="utf-8")
-    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
-    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     body = prose(CHAPTER)
     assert body.index("{doc}`ch06-attention`") < 100  # opens from chapter 6
-    for term in ("查询（query）", "键（key）", "值（value）", "词元（token）"):
-        assert term in body
     assert "一种常见的说法是" in body  # the claim about the cost, quoted, then corrected
     measured = section(body, "测量：用时随 $n$ 的变化")
-    assert "threadpool_limits(1)" in measured and "2 核" in measured and "没有在 GPU 上测量" in measured
+    assert "threadpool_limits(1)" in measured and "没有在 GPU 上测量" in measured
+    assert "{glue:text}`ch07_cpus`" in measured  # the machine's cores are glued, never typed
     assert "本书没有在 GPU 上测量" in section(body, "GPU 改变了什么")
-    assert text.index("## 练习") < text.index("```{exercises} ch07-parallel") < text.index("## 自测")
-    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch07-parallel.yml")
 
 
 def test_no_gpu_figure_is_claimed():
     """Every number of the prose is glued from this machine's cells; the GPU section states none."""
     gpu = section(prose(CHAPTER), "GPU 改变了什么")
     assert "{glue" not in gpu and not re.search(r"\d+(\.\d+)?\s*(倍|毫秒|秒)", gpu)
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    cells = "\n".join(code_cells(CHAPTER))
-    glued = set(re.findall(r'glue\("([^"]+)"', cells))
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch07_") for name in glued)
-
-
-def test_code_lines_fit_the_page():
-    assert max(len(line) for cell in code_cells(CHAPTER) for line in cell.splitlines()) <= 105
-
-
-def test_chapter_8_is_linked_once_it_is_in_the_book_and_named_otherwise():
-    """The summary leads into chapter 8; a {doc} link to a page missing from _toc.yml breaks the -W build."""
-    text = CHAPTER.read_text(encoding="utf-8")
-    summary = section(prose(CHAPTER), "小结")
-    if "file: book/ch08-masks" in (ROOT / "_toc.yml").read_text(encoding="utf-8"):
-        assert "{doc}`ch08-masks`" in summary
-    else:
-        assert "第 8 章「掩码、因果与交叉注意力」" in summary and "{doc}`ch08-masks`" not in text
 
 
 def test_the_toc_lists_this_chapter_after_chapter_6():
@@ -166,17 +117,15 @@ def test_measured_times_follow_the_work(chapter):
     # one thread, n = 1024: the RNN scan, 16 times less work, takes less time than the matrix form
     assert timing["RNN 扫描"][-1] < timing["矩阵形式"][-1]
     assert chapter["work"]["注意力"] == 16 * chapter["work"]["RNN"]
-    # "它只快了几倍，而不是 16 倍": its per-step overhead keeps it well short of the work ratio
-    assert chapter["rnn_vs_matrix"] > 2 / 16
+    # how much faster the RNN is depends on the load; the cell chooses the sentence for the measured ratio
+    gain = 1 / chapter["rnn_vs_matrix"]
+    assert ("只快了" in chapter["rnn_gain"].pick(gain)) == (1 < gain < 8)
 
 
 @pytest.mark.cjk_font
 def test_the_log_log_figure_is_labelled_in_chinese(chapter):
     fig = chapter["fig"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fig.canvas.draw()
-    assert not caught, [str(w.message) for w in caught]
+    assert_draws_without_warnings(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -194,22 +143,8 @@ def test_the_library_loops_are_what_the_lesson_says():
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question) -> list[int]:
-    return [i for i, o in enumerate(question["options"]) if o.get("correct")]
-
-
-def test_selfcheck_has_three_or_four_questions_and_spreads_the_answers():
-    questions = _questions()
-    assert 3 <= len(questions) <= 4
-    assert len({_correct(q)[0] for q in questions}) == len(questions)
-
-
 def test_selfcheck_multiply_adds_of_the_matrix_form():
-    assert _correct(_questions()[0]) == [1]
+    assert correct_indices(questions(ASSIGNMENT)[0]) == [1]
     n, d = 1000, 64
     assert n * n * (d + d) == 128_000_000 and n * (d + d) == 128_000
     rng = np.random.default_rng(4)
@@ -219,8 +154,8 @@ def test_selfcheck_multiply_adds_of_the_matrix_form():
 
 
 def test_selfcheck_what_must_wait():
-    question = _questions()[1]
-    assert question["multi"] and _correct(question) == [0]
+    question = questions(ASSIGNMENT)[1]
+    assert question["multi"] and correct_indices(question) == [0]
     rng = np.random.default_rng(5)
     x, w, u = rng.normal(size=(8, 4)), rng.normal(size=(4, 4)) / 2, rng.normal(size=(4, 4)) / 2
     hs = anp.rnn_scan(x, w, u)
@@ -235,7 +170,7 @@ def test_selfcheck_what_must_wait():
 
 
 def test_selfcheck_which_does_more_multiply_adds():
-    assert _correct(_questions()[2]) == [2]
+    assert correct_indices(questions(ASSIGNMENT)[2]) == [2]
     n, d = 4096, 64
     attention, rnn = 2 * n * n * d, n * (d * d + d * d)
     assert attention // rnn == n // d == 64
@@ -247,7 +182,7 @@ def test_selfcheck_which_does_more_multiply_adds():
 
 
 def test_selfcheck_what_a_gpu_changes():
-    assert _correct(_questions()[3]) == [3]
+    assert correct_indices(questions(ASSIGNMENT)[3]) == [3]
     rng = np.random.default_rng(7)
     q, k, v = rng.normal(size=(3, 5, 4))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -289,30 +224,17 @@ def attention_matrix(q, k, v):
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    released = release.read_text(encoding="utf-8")
-    assert "def attention_loop" in released and "def compare_times" in released
-    source = assignments.source(course, ASSIGNMENT)
-    wrong = ROOT / "grading" / "wrong" / ASSIGNMENT
-    partial = {}
-    for name in ("no_max_shift", "transpose_with_dot_T", "ratio_inverted"):
-        partial.update(read_wrong_solution(wrong / f"{name}.py")[2])
-    subs = {"source": source, "blank": nbformat.read(release, as_version=4),
-            "partial": assignments.with_cells(source, partial),
-            "mixed": assignments.with_cells(source, {"attention_loop": NOISY_LOOP, "attention_matrix": DELEGATION})}
-    got = assignments.autograde(course, ASSIGNMENT, subs)
-    cells = ["test_attention_loop", "test_attention_matrix", "test_compare_times"]
-    expected = {
-        "source": [3, 2, 3],
-        "blank": [0, 0, 0],
-        # no max shift: 8 of 9 checks (only the scores in the thousands fail); k.T: 4 of 5 (the batch fails);
-        # matrix / loop reported as the ratio: 6 of 9 (the visible ratio, the ratio of the known times and the
-        # real ratio fail; the times themselves are right)
-        "partial": [3 * 8 / 9, 2 * 4 / 5, 3 * 6 / 9],
+    partial = assignments.wrong_cells(ASSIGNMENT, "no_max_shift", "transpose_with_dot_T", "ratio_inverted")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        "partial": assignments.with_cells(source, partial),
+        "mixed": assignments.with_cells(source, {"attention_loop": NOISY_LOOP, "attention_matrix": DELEGATION}),
+    }, {
+        # no max shift: 8 of 10 checks (only the scores in the thousands fail, an essential check), so a third;
+        # k.T: 4 of 6 (the two batches fail; an edge case, no cap); matrix / loop reported as the ratio: 7 of 10
+        # (the visible ratio, the ratio of the known times and the real ratio fail), capped at a third
+        "partial": [3 * (1 / 3), 2 * 4 / 6, 3 * (1 / 3)],
         # a right loop that prints to stderr keeps its points; the reference behind the student's name scores 0,
-        # and the timing of the two forms fails where it runs it (the 3 visible checks and the last hidden one)
-        "mixed": [3, 0, 3 * 5 / 9],
-    }
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got[student])
-        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
+        # and the timing of the two forms fails where it runs it (the 3 visible checks on it, the essential ratio
+        # among them, and the last hidden one): 6 of 10, capped at a third
+        "mixed": [3, 0, 3 * (1 / 3)],
+    })  # 8 autograded + the written answer (2, by hand)

@@ -1,69 +1,35 @@
 """Chapter 8 (掩码、因果与交叉注意力): the lesson's claims hold, the self-check is right, the assignment grades.
 
-The lesson's code cells are executed here in one namespace (as the book build
-does) and every claim of its prose is asserted on the variables they leave.
-The self-check's facts are checked with attnlib and torch, and the assignment
-is generated, submitted and autograded by nbgrader.
+The self-check's facts are checked with attnlib and torch, and the assignment is generated, submitted and
+autograded by nbgrader.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import sys
-import warnings
 
 import assignments
-import nbformat
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
-from lessons import (
-    ROOT,
-    assert_code_lines_fit_the_page,
-    assert_glued_values_are_plain_numbers,
-    chinese_characters,
-    code_cells,
-    prose,
-    run_lesson_glued,
-)
-from nbrun import read_wrong_solution, source_notebook
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT, assert_draws_without_warnings, prose
 
 from attnlib import numpy as anp
 
-CHAPTER = ROOT / "book" / "ch08-masks.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch08-masks.yml"
 ASSIGNMENT = "ch08-masks"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
-    return run_lesson_glued(CHAPTER)
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
-    text = CHAPTER.read_text(encoding="utf-8")
-    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
-    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]  # the same front matter as the model chapter
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     body = prose(CHAPTER)
     opening = body[:body.index("## 一个公式")]
     assert "{doc}`ch05-softmax`" in opening  # opens from chapter 5's masked softmax
-    for term in ("查询（query）", "键（key）", "值（value）", "词元（token）", "掩码（mask）"):
-        assert term in body, term
-    assert body.index("词元（token）") <= body.index("词元")  # glossed where it first appears
-    summary = body[body.index("## 小结"):body.index("## 练习")]
-    assert "{doc}`ch09-multihead`" in summary  # leads into chapter 9
     assert "一种常见的说法" in body  # the mask-inside-the-scaling formula, quoted and then checked
-    assert text.index("## 练习") < text.index("```{exercises} ch08-masks") < text.index("## 自测")
-    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch08-masks.yml")
 
 
 def test_chapter_7_is_linked_once_it_is_in_the_book_and_named_otherwise():
@@ -73,23 +39,6 @@ def test_chapter_7_is_linked_once_it_is_in_the_book_and_named_otherwise():
         assert "{doc}`ch07-parallel`" in opening
     else:
         assert "第 7 章「并行计算」" in opening and "{doc}`ch07-parallel`" not in CHAPTER.read_text(encoding="utf-8")
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    cells = "\n".join(code_cells(CHAPTER))
-    glued = set(re.findall(r'glue\("([^"]+)"', cells))
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch08_") for name in glued)
-
-
-@pytest.mark.cjk_font
-def test_glued_values_are_plain_numbers(chapter):
-    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
-
-
-def test_code_lines_fit_the_page():
-    assert_code_lines_fit_the_page(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the lesson's claims
@@ -109,10 +58,7 @@ def test_one_formula_three_uses(chapter):
 @pytest.mark.cjk_font
 def test_figure_has_three_labelled_panels_and_draws_without_warnings(chapter):
     fig = chapter["fig"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fig.canvas.draw()
-    assert not caught, [str(w.message) for w in caught]  # e.g. a missing CJK glyph
+    assert_draws_without_warnings(fig)  # e.g. a missing CJK glyph
     assert [ax.get_title() for ax in fig.axes] == list(chapter["uses"])
     assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == chapter["src"]
     assert [t.get_text() for t in fig.axes[2].get_yticklabels()] == chapter["tgt"]
@@ -200,30 +146,12 @@ def test_a_large_finite_negative_is_not_minus_infinity():
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question) -> list[str]:
-    return [o["text"] for o in question["options"] if o.get("correct")]
-
-
-def _letters(question) -> str:
-    return "".join("ABCD"[i] for i, o in enumerate(question["options"]) if o.get("correct"))
-
-
-def test_selfcheck_has_four_questions_with_the_answers_spread():
-    questions = _questions()
-    assert len(questions) == 4
-    assert [_letters(q) for q in questions] == ["B", "ACD", "D", "C"]
-
-
 def test_selfcheck_causal_alignment():
     mask = anp.causal_mask(2, 5)
     assert np.flatnonzero(mask[0]).tolist() == [0, 1, 2, 3] and mask[1].all()
     top_left = np.tril(np.ones((2, 5), dtype=bool))
     assert np.flatnonzero(top_left[0]).tolist() == [0] and np.flatnonzero(top_left[1]).tolist() == [0, 1]
-    assert _correct(_questions()[0]) == ["键 0 到键 3"]
+    assert correct(questions(ASSIGNMENT)[0]) == ["键 0 到键 3"]
 
 
 def test_selfcheck_zeroing_after_softmax():
@@ -240,7 +168,7 @@ def test_selfcheck_zeroing_after_softmax():
     assert not np.allclose((w2 @ v2)[:5], (w @ v)[:5])  # C: the future leaks into earlier rows
     assert np.allclose(w / w.sum(axis=-1, keepdims=True), w_right)  # D
     assert np.allclose((w / w.sum(axis=-1, keepdims=True)) @ v, right)
-    assert len(_correct(_questions()[1])) == 3
+    assert len(correct(questions(ASSIGNMENT)[1])) == 3
 
 
 def test_selfcheck_torch_multihead_polarity():
@@ -265,7 +193,7 @@ def test_selfcheck_torch_multihead_polarity():
             assert not torch.allclose(got[wrong], right, equal_nan=True), wrong
         with pytest.raises(RuntimeError):  # n_q != n_k: the transposed mask does not fit
             mha(x[:, :3], x, x, attn_mask=~torch.as_tensor(anp.causal_mask(3, 5)).T)
-    assert _correct(_questions()[2]) == ["`~allowed`"]
+    assert correct(questions(ASSIGNMENT)[2]) == ["`~allowed`"]
 
 
 def test_selfcheck_cross_attention_shapes():
@@ -273,7 +201,7 @@ def test_selfcheck_cross_attention_shapes():
     q, k, v = rng.normal(size=(3, 8)), rng.normal(size=(7, 8)), rng.normal(size=(7, 16))
     out, w = anp.scaled_dot_product_attention(q, k, v, mask=anp.padding_mask([5], 7)[0])
     assert w.shape == (3, 7) and out.shape == (3, 16) and (w[:, 5:] == 0).all()
-    assert _correct(_questions()[3]) == [r"权重 $3\times7$，输出 $3\times16$"]
+    assert correct(questions(ASSIGNMENT)[3]) == [r"权重 $3\times7$，输出 $3\times16$"]
 
 
 # --------------------------------------------------------------------------- the assignment
@@ -311,34 +239,16 @@ def cross_attention(x_dec, memory, memory_lengths, w_q, w_k, w_v):
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    released = release.read_text(encoding="utf-8")
-    for name in ("def causal_mask", "def padding_mask", "def decoder_mask", "def masked_attention",
-                 "def cross_attention"):
-        assert name in released
-    assert "### BEGIN HIDDEN TESTS" in "".join(c.source for c in source_notebook(ASSIGNMENT).cells)
-    blank = nbformat.read(release, as_version=4)
-    source = assignments.source(course, ASSIGNMENT)
-    _, _, top_left = read_wrong_solution(ROOT / "grading" / "wrong" / ASSIGNMENT / "top_left_causal.py")
-    subs = {
-        "source": source,
-        "blank": blank,
+    top_left = assignments.wrong_cells(ASSIGNMENT, "top_left_causal")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
         # the top-left causal mask of np.tril, and a cross-attention that hands the work to attnlib
         "mixed": assignments.with_cells(source, top_left | {"cross_attention": DELEGATING_CROSS}),
         # a right masked_attention that prints to stderr and warns
         "noisy": assignments.with_cells(source, {"masked_attention": NOISY_ATTENTION}),
-    }
-    got = assignments.autograde(course, ASSIGNMENT, subs)
-    cells = ["test_causal_mask", "test_padding_mask", "test_decoder_mask", "test_masked_attention",
-             "test_cross_attention"]
-    expected = {
-        "source": [2, 1, 1, 2, 2],
-        "blank": [0, 0, 0, 0, 0],
-        # top-left: only the two square masks of 7 checks pass, 2 of 3 combined masks (the n_q < n_k one
-        # fails), 7 of 12 attention checks (the n_q < n_k cases fail); the delegation to attnlib scores 0
-        "mixed": [2 * 2 / 7, 1, 1 * 2 / 3, 2 * 7 / 12, 0],
+    }, {
+        # top-left misses the point of the causal mask: essential checks fail, so the mask cell (3 of 8 pass) and
+        # the attention cell (9 of 16) keep a third; the combined mask keeps 3 of 4 (its n_q < n_k case is an
+        # edge check); the delegation to attnlib scores 0
+        "mixed": [2 / 3, 1, 3 / 4, 2 / 3, 0],
         "noisy": [2, 1, 1, 2, 2],
-    }
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got[student])
-        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
+    })  # 8 autograded + the written answer (2, by hand)

@@ -9,77 +9,28 @@ its heads' specialisation against the single-head model's split weights.
 from __future__ import annotations
 
 import inspect
-import re
-import sys
-import warnings
 
 import assignments
-import nbformat
 import numpy as np
 import pytest
 import torch
-import yaml
-from lessons import (
-    ROOT,
-    assert_code_lines_fit_the_page,
-    assert_glued_values_are_plain_numbers,
-    chinese_characters,
-    code_cells,
-    prose,
-    run_lesson_glued,
-)
-from nbrun import read_wrong_solution
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import assert_draws_without_warnings, code_cells, prose
 
 from attnlib import numpy as anp
 
-CHAPTER = ROOT / "book" / "ch09-multihead.md"
-SELFCHECK = ROOT / "book" / "selfchecks" / "ch09-multihead.yml"
 ASSIGNMENT = "ch09-multihead"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-@pytest.fixture(scope="module")
-def chapter() -> dict:
-    """The namespace left by running every code cell of the chapter; ``glued`` holds what the cells glued."""
-    return run_lesson_glued(CHAPTER)
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
 
 # --------------------------------------------------------------------------- the page
 
 def test_page_has_the_planned_shape_and_length():
-    text = CHAPTER.read_text(encoding="utf-8")
-    ch05 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
-    assert text.split("---", 2)[1] == ch05.split("---", 2)[1]  # the same front matter as the model chapter
-    assert 1500 <= chinese_characters(CHAPTER) <= 3500, chinese_characters(CHAPTER)
     body = prose(CHAPTER)
     assert body.index("{doc}`ch08-masks`") < 100  # opens from chapter 8
-    for term in ("查询（query）", "键（key）", "值（value）", "词元（token）", "多头注意力（multi-head attention）"):
-        assert term in body, term
-    assert body.index("词元（token）") <= body.index("词元")
-    ending = body[body.index("## 小结"):body.index("## 练习")]
-    assert "{doc}`ch10-efficiency`" in ending  # leads into chapter 10
     assert "{doc}`ch13-misconceptions`" in body  # untrained heads differ too: misconception 8
     assert "一种常见的说法是" in body  # "keeps the parameter count under control", quoted and then counted
-    assert text.index("## 练习") < text.index("```{exercises} ch09-multihead") < text.index("## 自测")
-    assert text.index("## 自测") < text.index("```{selfcheck} selfchecks/ch09-multihead.yml")
-
-
-def test_every_glued_number_is_glued_by_a_cell_and_named_for_the_chapter():
-    cells = "\n".join(code_cells(CHAPTER))
-    glued = set(re.findall(r'glue\("([^"]+)"', cells))
-    used = set(re.findall(r"\{glue:text\}`([^`:]+)", prose(CHAPTER)))
-    assert used and used <= glued, used - glued
-    assert all(name.startswith("ch09_") for name in glued)
-
-
-@pytest.mark.cjk_font
-def test_glued_values_are_plain_numbers(chapter):
-    assert_glued_values_are_plain_numbers(CHAPTER, chapter["glued"])
-
-
-def test_code_lines_fit_the_page():
-    assert_code_lines_fit_the_page(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the lesson's claims
@@ -196,10 +147,7 @@ def test_the_toy_task_needs_both_relations(chapter):
 @pytest.mark.cjk_font
 def test_heads_figure_draws_three_labelled_panels(chapter):
     fig = chapter["fig"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fig.canvas.draw()
-    assert not caught, [str(w.message) for w in caught]
+    assert_draws_without_warnings(fig)
     titles = [ax.get_title() for ax in fig.axes]
     assert "前一个位置" in titles[0] and "第一个位置" in titles[1] and "1 个头" in titles[2]
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == chapter["labels"]
@@ -207,37 +155,19 @@ def test_heads_figure_draws_three_labelled_panels(chapter):
 
 # --------------------------------------------------------------------------- the self-check
 
-def _questions() -> list[dict]:
-    return yaml.safe_load(SELFCHECK.read_text(encoding="utf-8"))["questions"]
-
-
-def _correct(question) -> list[str]:
-    return [o["text"] for o in question["options"] if o.get("correct")]
-
-
-def _letters(question) -> str:
-    return "".join("ABCD"[i] for i, o in enumerate(question["options"]) if o.get("correct"))
-
-
-def test_selfcheck_has_four_questions_with_the_answers_spread():
-    questions = _questions()
-    assert len(questions) == 4
-    assert [_letters(q) for q in questions] == ["A", "C", "AC", "B"]
-
-
 def test_selfcheck_parameter_count():
     module = torch.nn.MultiheadAttention(512, 8, bias=False)
     assert sum(p.numel() for p in module.parameters()) == 1_048_576
-    options = [int(o["text"].replace(",", "")) for o in _questions()[0]["options"]]
+    options = [int(o["text"].replace(",", "")) for o in questions(ASSIGNMENT)[0]["options"]]
     assert options == [4 * 512**2, 8 * 4 * 512**2, 3 * 512**2, 4 * 512 * 64]
-    assert _correct(_questions()[0]) == ["1,048,576"]
+    assert correct(questions(ASSIGNMENT)[0]) == ["1,048,576"]
 
 
 def test_selfcheck_split_shape():
     x = np.zeros((10, 512))
     assert anp.split_heads(x, 8).shape == (8, 10, 64)
     assert x.reshape(10, 8, 64).shape == (10, 8, 64)  # option A: before the transpose
-    assert _correct(_questions()[1]) == ["$(8, 10, 64)$"]
+    assert correct(questions(ASSIGNMENT)[1]) == ["$(8, 10, 64)$"]
 
 
 def test_selfcheck_statements():
@@ -257,7 +187,7 @@ def test_selfcheck_statements():
     heads, _ = anp.scaled_dot_product_attention(q, k, anp.split_heads(x @ w_v, 2))
     assert not np.allclose(out, heads.mean(axis=0) @ w_o[:4])  # D: not an average
     assert np.allclose(out, anp.merge_heads(heads) @ w_o)
-    assert len(_correct(_questions()[2])) == 2
+    assert len(correct(questions(ASSIGNMENT)[2])) == 2
 
 
 def test_selfcheck_torch_weight_direction():
@@ -277,7 +207,7 @@ def test_selfcheck_torch_weight_direction():
     assert np.allclose(ours(W[:d].T), ref)  # B
     for wrong in (W[:d], W[0::3].T, mha.out_proj.weight.detach().T):
         assert not np.allclose(ours(wrong), ref)
-    assert _correct(_questions()[3]) == ["`in_proj_weight[:d].T`"]
+    assert correct(questions(ASSIGNMENT)[3]) == ["`in_proj_weight[:d].T`"]
 
 
 # --------------------------------------------------------------------------- the assignment
@@ -314,36 +244,19 @@ def merge_heads(x):
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    course, release = assignments.generated(tmp_path, ASSIGNMENT)
-    released = release.read_text(encoding="utf-8")
-    for name in ("def split_heads", "def merge_heads", "def multi_head_attention", "def count_parameters"):
-        assert name in released
-    blank = nbformat.read(release, as_version=4)
-    source = assignments.source(course, ASSIGNMENT)
-    wrong = ROOT / "grading" / "wrong" / ASSIGNMENT
-    _, _, no_w_o = read_wrong_solution(wrong / "forgot_w_o.py")
-    _, _, count_no_w_o = read_wrong_solution(wrong / "count_without_w_o.py")
-    subs = {
-        "source": source,
-        "blank": blank,
+    no_w_o = assignments.wrong_cells(ASSIGNMENT, "forgot_w_o", "count_without_w_o")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
         # split and merge handed to attnlib: 0 there, and 0 for the attention that uses them
         "delegating": assignments.with_cells(source, {"split_merge": DELEGATING_SPLIT}),
         # W_O forgotten, in the attention and in the count
-        "mixed": assignments.with_cells(source, no_w_o | count_no_w_o),
+        "mixed": assignments.with_cells(source, no_w_o),
         # a right count that prints to stderr and warns
         "noisy": assignments.with_cells(source, {"count_parameters": NOISY_COUNT}),
-    }
-    got = assignments.autograde(course, ASSIGNMENT, subs)
-    cells = ["test_split_merge", "test_multi_head_attention", "test_count_parameters"]
-    expected = {
-        "source": [2, 4, 2],
-        "blank": [0, 0, 0],
+    }, {
         "delegating": [0, 0, 2],
-        # without W_O only the weights match: 5 of 10 attention checks; the count without W_O keeps only
-        # the ValueError and the "returns an int" checks of 9
-        "mixed": [2, 4 * 5 / 10, 2 * 2 / 9],
+        # without W_O only the weights match (6 of 12 attention checks) and the count without W_O keeps only the
+        # ValueError and the "returns an int" checks (2 of 10): both miss their exercise's point, so the attention
+        # is capped at a third of its 4 points, and the count keeps 2/10 of 2 (under its cap)
+        "mixed": [2, 4 / 3, 2 * 2 / 10],
         "noisy": [2, 4, 2],
-    }
-    for student, scores in expected.items():
-        assert [got[student][c] for c in cells] == pytest.approx(scores, abs=1e-6), (student, got[student])
-        assert got[student]["max_score"] == 10  # 8 autograded + the written answer (2, by hand)
+    })  # 8 autograded + the written answer (2, by hand)

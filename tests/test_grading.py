@@ -25,9 +25,10 @@ STABLE, TEMPERATURE, MASKED, WRITTEN = (
     "test_softmax_stable", "test_softmax_temperature", "test_masked_softmax", "written_shift")
 
 # The intended score of every graded cell, (score, max). None = written answer waiting for a human.
-# partial: 6 of 8 checks of exercise 1 (no max shift: [1000, 1000] and ±1e4 overflow) -> 3 * 6/8;
-#          4 of 7 of exercise 2 (no ValueError for T <= 0, T=1e-3 overflows)      -> 2 * 4/7;
-#          4 of 7 of exercise 3 (fully masked slices become NaN)                  -> 3 * 4/7.
+# partial: 7 of 10 checks of exercise 1, but no max shift ([1000, 1000], ±1e4 and two far-apart rows overflow):
+#          an essential check fails, so a third of the points                    -> 3 * 1/3;
+#          4 of 7 of exercise 2 (no ValueError for T <= 0, T=1e-3 overflows: edges) -> 2 * 4/7;
+#          4 of 7 of exercise 3, but fully masked slices become NaN (essential)  -> 3 * 1/3.
 # crash:   exercise 1's cell raises ImportError, so softmax_stable never exists: its test cell errors (0);
 #          exercise 2 only passes its two ValueError checks (2 * 2/7); exercise 3 is right.
 # endless: exercise 3 loops forever on a fully masked row: interrupted at the timeout, 0; the rest full.
@@ -37,14 +38,14 @@ STABLE, TEMPERATURE, MASKED, WRITTEN = (
 EXPECTED = {
     "blank": {STABLE: (0.0, 3.0), TEMPERATURE: (0.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (0.0, 2.0)},
     "correct": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
-    "partial": {STABLE: (2.25, 3.0), TEMPERATURE: (1.1428571428571428, 2.0), MASKED: (1.7142857142857142, 3.0),
+    "partial": {STABLE: (1.0, 3.0), TEMPERATURE: (1.1428571428571428, 2.0), MASKED: (1.0, 3.0),
                 WRITTEN: (None, 2.0)},
     "crash": {STABLE: (0.0, 3.0), TEMPERATURE: (0.5714285714285714, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
     "endless": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (None, 2.0)},
     "noisy": {STABLE: (3.0, 3.0), TEMPERATURE: (2.0, 2.0), MASKED: (3.0, 3.0), WRITTEN: (None, 2.0)},
     "cheat": {STABLE: (0.0, 3.0), TEMPERATURE: (0.0, 2.0), MASKED: (0.0, 3.0), WRITTEN: (None, 2.0)},
 }
-TOTALS = {"blank": 0.0, "correct": 8.0, "partial": 5.107142857142857, "crash": 3.571428571428571,
+TOTALS = {"blank": 0.0, "correct": 8.0, "partial": 3.142857142857143, "crash": 3.571428571428571,
           "endless": 5.0, "noisy": 8.0, "cheat": 0.0}
 
 
@@ -82,7 +83,7 @@ def test_the_csv_export_has_every_total(report):
 
 def test_the_table_lists_every_student(report):
     table = grade_samples.format_table(report.results, report.ungraded)
-    assert "partial" in table and "2.25/3" in table and "1.71/3" in table
+    assert "partial" in table and "1/3" in table and "1.14/2" in table
     assert "broken_json" in table and "无法评分" in table
     assert "待批改/2" in table
 
@@ -144,9 +145,9 @@ def test_feedback_headings_and_comments_are_chinese(report):
         assert not [word for word in english if word in text], student
         assert f"测试单元：{STABLE}" in text and "你的答案" in text and "回到顶部" in text
     partial = _page_text(report.feedback(ASSIGNMENT, "partial")[0].read_text(encoding="utf-8"))
-    assert "总分：5.11 / 10.0，暂定：还有答案等待人工批改" in partial
+    assert "总分：3.14 / 10.0，暂定：还有答案等待人工批改" in partial
     assert f"书面作答 {WRITTEN}（得分：待人工批改，满分 2.0）" in partial
-    assert f"测试单元 {STABLE}（得分：2.25 / 3.0）" in partial
+    assert f"测试单元 {STABLE}（得分：1.0 / 3.0）" in partial
     blank = _page_text(report.feedback(ASSIGNMENT, "blank")[0].read_text(encoding="utf-8"))
     assert "总分：0.0 / 10.0）" in blank and "暂定" not in blank
     assert "评语：未作答" in blank

@@ -63,9 +63,9 @@ SHORT_ANSWER = "减去最大值是为了防止 `np.exp` 溢出。"
 #: The instructor's hand grade (score of 2, comment) of each student's written answer.
 HAND = {RIGHT: (2.0, "讲清楚了：防止溢出，但防不了饱和，例子也对。"),
         WRONG: (1.0, "只说了防止溢出，没有说明为什么它不能防止饱和。")}
-#: Automatic scores: the right notebook 3 + 2 + 3; the partly wrong one passes 6/8, 4/7 and 4/7 of the
-#: checks of exercises 1-3 (see tests/test_grading.py).
-AUTO = {RIGHT: 8.0, WRONG: 3 * 6 / 8 + 2 * 4 / 7 + 3 * 4 / 7}
+#: Automatic scores: the right notebook 3 + 2 + 3; the partly wrong one misses an essential check of exercises 1
+#: and 3 (a third of their points) and passes 4/7 of the checks of exercise 2 (see tests/test_grading.py).
+AUTO = {RIGHT: 8.0, WRONG: 3 / 3 + 2 * 4 / 7 + 3 / 3}
 MAX_SCORE = 10.0
 START_S = 90  # the hub, or the three servers started at once
 STOP_S = 30

@@ -2,8 +2,10 @@
 
 The class: 44 generated quiz-sdpa sheets (seeded; each student has an ability,
 strong students choose the key more often; answers in every accepted format,
-some blank, some invalid such as ``"Z"``) plus one sheet that is not valid
-JSON, and a few ch05-softmax sample submissions (one of them broken too).
+some blank, some invalid such as ``"Z"``), one sheet whose first answer cell
+loops until the grader's timeout interrupts it (its text names the key), one
+sheet that is not valid JSON, and a few ch05-softmax sample submissions (one
+of them broken too).
 The page's numbers are checked against the gradebook and against what the
 generator chose; the page is opened in headless Chromium.
 """
@@ -31,6 +33,7 @@ from grading import item_analysis as ia
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUIZ, CHAPTER = "quiz-sdpa", "ch05-softmax"
 N_STUDENTS = 44
+TIMED_OUT = "s98-timeout"  # a 45th sheet: question 1's answer cell never gets past an endless loop
 CHAPTER_SAMPLES = ("correct", "partial", "crash", "blank", "broken_json")
 GRADE_CALL = re.compile(r'quiz\.grade\(_answer, number=(\d+), multi=(True|False), points=(\d+), key="([A-D]+)"')
 
@@ -185,6 +188,10 @@ def graded_class(tmp_path_factory):
         course.nbgrader("generate_assignment", name, "--force")
     release = nbformat.read(course.path("notebooks", QUIZ, f"{QUIZ}.ipynb"), as_version=4)
     sources, intended, ability = generate_class()
+    key = "".join(sorted(quiz_keys()["q01"][0]))
+    sources[TIMED_OUT] = dict(sources["s00"], q01=f"# 第 1 题\nwhile True:\n    pass\nanswer = {key!r}")
+    intended[TIMED_OUT] = dict(intended["s00"], q01="error")
+    ability[TIMED_OUT] = ability["s00"]
     for student, cells in sources.items():
         dest = course.path("submitted", student, QUIZ)
         dest.mkdir(parents=True)
@@ -291,7 +298,7 @@ def test_the_class_is_realistic(graded_class):
     """The generated sheets mean what the generator says: gradebook score == the rule applied to the intent."""
     course, intended, _ = graded_class
     book = gradebook_scores(course, QUIZ)
-    assert len(book) == N_STUDENTS
+    assert len(book) == N_STUDENTS + 1 == len(intended)
     keys = quiz_keys()
     for student, cells in intended.items():
         for cell, meaning in cells.items():
@@ -320,6 +327,7 @@ def test_option_counts_equal_what_the_generator_chose(graded_class, quiz_page):
         assert int(rows["blank"]["count"]) == chosen.count("blank")
         assert f'data-question="{cell}" data-disagree="0"' in page.text  # the text read = what the kernel graded
         assert int(rows["invalid"]["count"]) == chosen.count("invalid")
+        assert int(rows.get("error", {"count": 0})["count"]) == chosen.count("error")
     # the key is named in each question's heading
     for cell, (key, _, _) in keys.items():
         heading = rf'<h3 id="{cell}">第 {int(cell[1:])} 题（[^<]*正确答案 {quiz.format_letters(key)}）'
@@ -366,13 +374,13 @@ def test_page_is_offline_and_chinese(quiz_page, chapter_page):
         assert images and all(src.startswith("data:image/png;base64,") for src in images)
         without_images = re.sub(r'src="data:[^"]*"', "", text)
         assert not re.search(r"https?:|//[a-z]", without_images, re.I)
-        for phrase in ("题目分析", "区分度", "点二列相关", "全班总分分布", "答对率"):
+        for phrase in ("题目分析", "区分度", "相关系数", "全班总分分布", "答对率"):
             assert phrase in text, phrase
         assert 'lang="zh-CN"' in text and path.stat().st_size < 2_000_000
     chapter = chapter_page[0].text
     assert 'id="unreadable" data-count="1"' in chapter and "ch-broken_json" in chapter
     assert "待人工批改" in chapter and "各练习的得分分布" in chapter
-    assert "选项分析" not in chapter and "选项分析" in quiz_page[0].text
+    assert "选项分析" not in chapter and "选项分析" in quiz_page[0].text and "点二列相关" in quiz_page[0].text
 
 
 @pytest.mark.slow
@@ -401,7 +409,7 @@ def test_command_line(graded_class, tmp_path, capsys):
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "item_analysis.py"), str(course.root), QUIZ,
                           "-o", str(out)], capture_output=True, text=True, check=False, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert f"{N_STUDENTS} 份提交纳入统计，1 份无法读取" in run.stdout and out.exists()
+    assert f"{N_STUDENTS + 1} 份提交纳入统计，1 份无法读取" in run.stdout and out.exists()
     script = load_script("item_analysis")
     assert script.main([str(course.root), "no-such"]) == 2
     assert "no-such" in capsys.readouterr().err
@@ -483,3 +491,148 @@ def test_a_damaged_autograded_notebook_is_a_reason_not_a_crash(tmp_path):
         "nbgrader": {"grade_id": "q01", "solution": True, "grade": False}})])
     nbformat.write(nb, str(tmp_path / "good.ipynb"))
     assert ia._read_autograded(tmp_path, ["good"]) == ({"good": {"q01": 'answer = "C"'}}, None)
+
+
+# --------------------------------------------------------------------------- issue 19, item 10
+
+def _visible(page_html: str) -> str:
+    """The text a reader sees: no tags, attributes, styles or inline images."""
+    text = re.sub(r"<style>.*?</style>", "", page_html, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def _timeout_output():
+    return nbformat.v4.new_output("error", ename="CellTimeoutError", evalue="超时",
+                                  traceback=["CellTimeoutError: 超时"])
+
+
+@pytest.mark.parametrize(("source", "outputs", "score", "want"), [
+    # the loop runs first: the kernel never got "B"; the gradebook says 0
+    ('while True:\n    pass\nanswer = "B"', [_timeout_output()], 0.0, ia.Choice("error", error="CellTimeoutError")),
+    # the answer line ran before the timeout: the text is what was graded
+    ('answer = "B"\nwhile True:\n    pass', [_timeout_output()], 1.0, ia.Choice("valid", frozenset("B"))),
+    ('answer = "A"\nwhile True:\n    pass', [_timeout_output()], 0.0, ia.Choice("valid", frozenset("A"))),
+    # blank whatever happened
+    ('while True:\n    pass\nanswer = ""', [_timeout_output()], 0.0, ia.Choice("blank")),
+    ('answer = "B"', [], 1.0, ia.Choice("valid", frozenset("B"))),
+])
+def test_a_failed_answer_cell_is_read_as_graded(source, outputs, score, want):
+    cell = nbformat.v4.new_code_cell(source, outputs=outputs)
+    assert ia.graded_choice(cell, ITEM, score) == want
+
+
+def test_a_timed_out_test_cell_makes_the_answer_failed_too():
+    answer = nbformat.v4.new_code_cell('answer = "B"')
+    test = nbformat.v4.new_code_cell("quiz.grade(...)", outputs=[_timeout_output()])
+    assert ia.graded_choice(answer, ITEM, 0.0, test) == ia.Choice("error", error="CellTimeoutError")
+
+
+@pytest.mark.cjk_font
+def test_tables_agree_and_the_note_names_the_timeout_on_a_hand_made_class():
+    """12 students, 9 chose the key, one timed out on a sheet that says the key: 75% in both tables."""
+    c = ia.Choice
+    subs = [ia.Submission(f"k{i}", 1.0, {"q01_test": 1.0}, {"q01": c("valid", frozenset("B"))}) for i in range(9)]
+    subs += [ia.Submission(f"w{i}", 0.0, {"q01_test": 0.0}, {"q01": c("valid", frozenset("A"))}) for i in range(2)]
+    subs.append(ia.Submission("t", 0.0, {"q01_test": 0.0}, {"q01": c("error", error="CellTimeoutError")}))
+    data = ia.AssignmentData("quiz-x", 1.0, [("q01_test", 1.0)], [ITEM], subs, {}, {"q01_test": "第 1 题"})
+    analysis = ia.analyse(data)
+    (st,), (cell,) = analysis.options, analysis.cells
+    assert st.counts["B"] / st.answered == cell.full_rate == 0.75
+    assert st.failed == 1 and st.disagree == 0
+    page = Page(ia.render_html(analysis))
+    rows = page.options("q01")
+    assert rows["B"]["count"] == "9" and rows["error"]["count"] == "1"
+    text = _visible(page.text)
+    assert "75.0%" in text and "83.3%" not in text
+    assert "运行超时被中断 1 份" in text and "用变量或表达式写的" not in text
+    assert "q01_test" not in text and "第 1 题" in text
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_a_timed_out_answer_has_its_own_row_and_cause(graded_class, quiz_page):
+    """The real class: the sheet whose answer cell looped says the key, but nbgrader graded it 0."""
+    course, intended, _ = graded_class
+    page, analysis, _ = quiz_page
+    assert gradebook_scores(course, QUIZ)[TIMED_OUT]["q01_test"] == 0.0
+    rows = page.options("q01")
+    assert rows["error"]["count"] == "1"
+    assert 'data-question="q01" data-disagree="0"' in page.text
+    key = quiz_keys()["q01"][0]
+    exactly_key = sum(1 for cells in intended.values() if cells["q01"] == key)
+    full = {r["cell"]: r for r in page.rows() if "cell" in r}["q01_test"]
+    assert float(full["full_rate"]) * int(full["graded"]) == pytest.approx(exactly_key)
+    assert sum(1 for cells in intended.values() if not isinstance(cells["q01"], str) and key <= cells["q01"]) == \
+        sum(int(rows[k]["count"]) for k in key)
+    note = re.search(r'<p class="bad" data-question="q01" data-failed="1">(.*?)</p>', page.text, re.S)
+    assert note and "运行超时被中断 1 份" in note.group(1)
+    assert "用变量或表达式写的" not in _visible(page.text)
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_pages_name_exercises_as_students_see_them(quiz_page, chapter_page):
+    chapter, quiz_text = _visible(chapter_page[0].text), _visible(quiz_page[0].text)
+    for internal in ("test_softmax_stable", "test_softmax_temperature", "test_masked_softmax", "written_shift"):
+        assert internal not in chapter
+    for label in ("练习 1：数值稳定的 softmax", "练习 2：温度", "练习 3：带掩码的 softmax", "练习 4：简答"):
+        assert label in chapter
+    assert not re.search(r"q\d\d_test", quiz_text)
+    assert all(f"第 {n} 题" in quiz_text for n in range(1, 11))
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_a_chapter_page_says_nothing_of_options_or_distractors(chapter_page, quiz_page):
+    chapter = _visible(chapter_page[0].text)
+    assert "选项" not in chapter and "干扰项" not in chapter
+    assert "练习" in chapter and "区分度" in chapter
+    assert "干扰项" in _visible(quiz_page[0].text)
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+def test_the_written_answer_chart_counts_the_pending(chapter_page):
+    page, analysis, _ = chapter_page
+    written = {st.name: st for st in analysis.cells}["written_shift"]
+    assert written.pending >= 3
+    labels, values, colors = ia.distribution_bars(written)
+    assert labels[-1] == "待人工批改" and values[-1] == written.pending
+    assert sum(values) == written.graded + written.pending == len(analysis.data.submissions)
+    assert "灰色的“待人工批改”一栏" in page.text
+
+
+def test_table_headers_do_not_wrap():
+    """The page's style keeps every header cell on one line (Chinese would otherwise wrap a character a line)."""
+    style = re.search(r"<style>(.*?)</style>", ia.render_html(ia.analyse(ia.AssignmentData(
+        "quiz-x", 1.0, [], [], [], {}))), re.S).group(1)
+    rule = re.search(r"(?:^|\n)th\s*\{([^}]*)\}", style)
+    assert rule and "white-space: nowrap" in rule.group(1), style
+
+
+@pytest.mark.slow
+@pytest.mark.grading
+@pytest.mark.browser
+@pytest.mark.cjk_font
+@pytest.mark.parametrize("width", [1280, 900])
+def test_headers_stay_on_one_line_in_chromium(quiz_page, chapter_page, tmp_path, width):
+    """Every <th> is one line high at a normal window width (measured, not assumed from the CSS)."""
+    from conftest import provision
+
+    probe = """<script>window.addEventListener("load", () => {
+      const ths = Array.from(document.querySelectorAll("th"));
+      const lines = ths.map(th => Math.round(th.getBoundingClientRect().height /
+                                              parseFloat(getComputedStyle(th).lineHeight)));
+      document.title = "th:" + ths.length + " maxlines:" + Math.max(...lines);
+    });</script></body>"""
+    for name, (page, _, _) in (("quiz", quiz_page), ("chapter", chapter_page)):
+        path = tmp_path / f"{name}.html"
+        path.write_text(page.text.replace("</body>", probe), encoding="utf-8")
+        with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+            run = subprocess.run([provision.find_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                                  "--disable-background-networking", f"--user-data-dir={profile}",
+                                  f"--window-size={width},900", "--virtual-time-budget=5000", "--dump-dom",
+                                  path.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+        title = re.search(r"<title>th:(\d+) maxlines:(\d+)</title>", run.stdout)
+        assert title, run.stderr[-2000:]
+        assert int(title[1]) > 5 and int(title[2]) == 1, (name, width, title.group(0))

@@ -7,8 +7,8 @@ tab shows the "modified" dot and closing it asks to save).  ``make release``
 writes what the kernel answers (``scripts/release.py``), and this test checks
 it the way a student meets it: JupyterLab started as ``make lab`` starts it
 (``scripts/lab.py``: same command, environment and working directory), on a
-copy of released notebooks, driven by headless Chromium over the DevTools
-protocol.  Each notebook is opened, its kernel waited for until JupyterLab has
+copy of released notebooks, in the system's headless Chromium driven by
+Playwright (``tests/jupyter_servers.chromium``).  Each notebook is opened, its kernel waited for until JupyterLab has
 applied the kernel's metadata, and the document's dirty flag read.
 
 ``make test`` installs Chromium when it runs as root; elsewhere this test is
@@ -21,16 +21,13 @@ import contextlib
 import json
 import pathlib
 import shutil
-import subprocess
 import tempfile
-import time
 
 import jupyter_servers
 import pytest
-import websocket
 from lessons import ROOT
 
-from conftest import load_script, provision
+from conftest import load_script
 
 lab = load_script("lab")
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
@@ -76,17 +73,6 @@ OPEN_AND_READ = """
 """
 
 
-def _wait_for(check, what: str, timeout: float = 90.0, poll: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            value = check()
-            if value:
-                return value
-        time.sleep(poll)
-    raise AssertionError(f"{what} 没有在 {timeout:.0f} 秒内就绪")
-
-
 @contextlib.contextmanager
 def student_lab(released: pathlib.Path, tmp: pathlib.Path):
     """JupyterLab as ``make lab`` starts it, on a copy of ``released``; yields its base URL; always stopped."""
@@ -99,56 +85,16 @@ def student_lab(released: pathlib.Path, tmp: pathlib.Path):
         yield base
 
 
-@contextlib.contextmanager
-def chromium_page(tmp: pathlib.Path):
-    """A headless Chromium with the DevTools protocol on; yields a websocket to its page."""
-    profile = tmp / "chromium"
-    browser = subprocess.Popen(
-        [provision.find_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--remote-debugging-port=0", "--window-size=1280,900", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port = _wait_for(lambda: (profile / "DevToolsActivePort").read_text().split()[0], "Chromium", timeout=60)
-        page = _wait_for(lambda: jupyter_servers.devtools_page(port), "Chromium 的页面", timeout=60)
-        connection = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120, suppress_origin=True)
-        try:
-            yield connection
-        finally:
-            connection.close()
-    finally:
-        jupyter_servers.stop(browser)
-
-
-def _call(connection, ident: int, method: str, **params) -> dict:
-    connection.send(json.dumps({"id": ident, "method": method, "params": params}))
-    while True:
-        message = json.loads(connection.recv())
-        if message.get("id") == ident:
-            assert "error" not in message, message
-            return message["result"]
-
-
 def open_in_student_lab(released: pathlib.Path) -> dict:
     """``{path: {"dirty": bool, "language_info": ...}}`` for each of :data:`OPENED` opened in a real JupyterLab."""
     with tempfile.TemporaryDirectory(prefix="lab-browser-") as name:
         tmp = pathlib.Path(name)
-        with student_lab(released, tmp) as base, chromium_page(tmp) as page:
-            _call(page, 1, "Page.navigate", url=f"{base}/lab?token={TOKEN}")
-            ids = iter(range(2, 10_000))
-
-            def lab_page_is_current():  # the probe must run in the lab's document, not in about:blank
-                with contextlib.suppress(AssertionError):  # a context torn down mid-navigation: ask again
-                    found = _call(page, next(ids), "Runtime.evaluate", returnByValue=True,
-                                  expression="[location.href, document.readyState]")["result"].get("value")
-                    return found and found[0].startswith(f"{base}/lab") and found[1] != "loading"
-                return False
-
-            _wait_for(lab_page_is_current, "JupyterLab 的页面", timeout=60, poll=0.1)
-            result = _call(page, next(ids), "Runtime.evaluate", expression=f"{OPEN_AND_READ}({json.dumps(OPENED)})",
-                           awaitPromise=True, returnByValue=True)
-    assert "exceptionDetails" not in result, result["exceptionDetails"]
-    report = json.loads(result["result"]["value"])
+        with student_lab(released, tmp) as base, jupyter_servers.chromium() as page:
+            page.goto(f"{base}/lab?token={TOKEN}", wait_until="domcontentloaded")
+            # the probe runs in the lab's document once JupyterLab has exposed itself (it waits for it too)
+            page.wait_for_function("() => !!window.jupyterapp", timeout=60_000)
+            value = page.evaluate(f"{OPEN_AND_READ}({json.dumps(OPENED)})")
+    report = json.loads(value)
     assert "error" not in report, report
     return report
 

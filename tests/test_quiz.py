@@ -86,11 +86,19 @@ def test_take_answer_removes_the_variable():
 
 @pytest.mark.parametrize(("picked", "key", "expected"), [
     ("AC", "AC", 2.0), ("A", "AC", 1.0), ("ACD", "AC", 1.0), ("AD", "AC", 0.0), ("ABCD", "AC", 0.0),
-    ("B", "AC", 0.0), ("AB", "ABD", 1.33), ("ABC", "ABD", 0.67), ("ABCD", "ABD", 1.33), ("ABD", "ABD", 2.0),
+    ("B", "AC", 0.0), ("AB", "ABD", 4 / 3), ("ABC", "ABD", 2 / 3), ("ABCD", "ABD", 4 / 3), ("ABD", "ABD", 2.0),
     ("C", "ABD", 0.0), ("ABC", "AB", 1.0),
 ])
 def test_multi_select_rule(picked, key, expected):
-    assert quiz.score(picked, key, multi=True, points=2) == expected
+    assert quiz.score(picked, key, multi=True, points=2) == pytest.approx(expected, abs=1e-12)
+
+
+def test_partial_credit_adds_up_exactly_and_shows_two_decimals():
+    """Three questions each worth 2/3 give 2, not 3 × 0.67 = 2.01 (or 9.66 where 9.67 is meant)."""
+    parts = [quiz.score("ABC", "ABD", multi=True, points=2) for _ in range(3)]
+    assert sum(parts) == pytest.approx(2.0, abs=1e-12)
+    assert 9 + quiz.score("AB", "ABD", multi=True, points=1) == pytest.approx(29 / 3)
+    assert quiz._num(2 / 3) == "0.67" and quiz._num(2.0) == "2" and quiz._num(-0.0) == "0"
 
 
 def test_single_choice_is_all_or_nothing():
@@ -134,7 +142,8 @@ def test_grade_prints_every_explanation_and_returns_partial_credit(capsys):
     got = quiz.grade("a, b", key="ABD", explanations=EXPLAIN, multi=True, points=2, number=5)
     out = capsys.readouterr()
     assert out.err == ""
-    assert got == 1.33 and nbgrader_reads(got, 2) == 1.33
+    assert got == pytest.approx(4 / 3) and nbgrader_reads(got, 2) == pytest.approx(4 / 3)
+    assert "得 1.33 分" in out.out
     assert "第 5 题" in out.out and "部分正确" in out.out
     assert "你的答案：AB" in out.out and "正确答案：ABD" in out.out
     for letter, text in EXPLAIN.items():
@@ -385,20 +394,20 @@ EXPECTED = {
     "quiz-sdpa": {
         "all-correct": [1, 1, 1, 1, 2, 1, 1, 2, 1, 2],
         # "b", "Ｂ", ["C"], ("A",), "A, B" (2 of 3), {"b"}, "d", ["a","c"] (1-1), "A", "A B D" (2-1 of 3)
-        "mixed-formats": [1, 1, 0, 1, 1.33, 1, 0, 0, 1, 0.67],
+        "mixed-formats": [1, 1, 0, 1, 4 / 3, 1, 0, 0, 1, 2 / 3],
         # "E", "", 1, "AA", ["A", 2], "答案A", "A" (right), stub left (must not reuse q07's "A"), "AB" (single), None
         "invalid-answers": [0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
     },
     "quiz-qkv": {
         "all-correct": [1, 1, 1, 1, 1, 1, 1, 2, 2, 2],
         # "B", "a", "Ｃ", {"C"}, ("A",), " b ", "c", "A，B" (2 of 3), ["A","B","C"] (2-1 of 2), "A、B"
-        "mixed-formats": [1, 1, 0, 1, 1, 1, 1, 1.33, 1, 2],
+        "mixed-formats": [1, 1, 0, 1, 1, 1, 1, 4 / 3, 1, 2],
         # "Z", "A" (right), stub left (must not reuse q02's "A"), "CC", [], 3.0, {"C", 3}, "ABCDE", "A-B", b"AB"
         "invalid-answers": [0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
     },
 }
 TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-qkv": {"all-correct": 13, "mixed-formats": 10.33, "invalid-answers": 1, "source": 13, "blank": 0}}
+          "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "source": 13, "blank": 0}}
 
 
 def test_sample_sheets_are_release_notebooks_with_answers():

@@ -121,7 +121,9 @@ def test_release_notebooks_leak_no_hidden_value_or_solution_line():
 def test_every_source_notebook_passes_nbgrader_validate(name):
     paths = sorted((SOLUTIONS / name).glob("*.ipynb"))
     out = nbgrader_cli("validate", *map(str, paths))
-    assert out.count(nbgrader_validate.ALL_PASSED) == len(paths), out[-3000:]
+    # a quiz's validate only reads the answers' format: it says so instead of "all passed" (wrapped lines)
+    passed = "每道题的答案格式都能读懂" if name.startswith("quiz-") else nbgrader_validate.ALL_PASSED
+    assert out.count(passed) == len(paths), out[-3000:]
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)

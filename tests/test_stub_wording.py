@@ -160,3 +160,13 @@ def test_the_checks_catch_what_they_should():
                '        # YOUR CODE HERE\n        raise NotImplementedError()\n')
     assert problems(chinese) == []
     assert problems('answer = ""  # noqa: F841\n# 第 1 题：例如 answer = "B"\n') == []
+
+
+def test_the_written_answer_stub_renders_without_adding_a_cell():
+    """The stub of a written answer says Ctrl+Enter: Shift+Enter on the last cell adds an empty cell below it."""
+    config = (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
+    stub = re.search(r"^c\.ClearSolutions\.text_stub = (.+)$", config, re.M).group(1)
+    assert "Ctrl+Enter" in stub and "Shift+Enter" not in stub, stub
+    for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        text = path.read_text(encoding="utf-8")
+        assert "写完按 Shift+Enter" not in text, f"{path.name}: regenerate the release (make release)"

@@ -54,9 +54,12 @@ def test_an_unanswered_chapter_says_in_chinese_which_checks_failed(tmp_path):
     shutil.copy(CH05, tmp_path)
     out = _validate(tmp_path / CH05.name)
     assert "Partial credit" not in out and "The error was" not in out and "VALIDATION FAILED" not in out
-    assert "有 4 个计分的单元还没有拿到满分" in out and out.count("下面这个单元没有拿到满分") == 4
+    assert "有 4 个计分的单元还没有拿到满分" in out and out.count("没有拿到满分：") == 4
+    assert "练习 1 的测试单元没有拿到满分：" in out and "练习 4 的书面回答没有拿到满分：" in out
+    assert "from attnlib" not in out and "checks = " not in out, "the test cells' source is not shown"
     assert out.count("没有通过的检查") == 3 and "这里还没有你的回答：双击这个单元" in out  # 3 tests, 1 written
-    assert "得分 0 / 3。没有通过的检查：" in out and "函数还没有实现" in out and "✗ 一维输入 [1, 2, 3]：未通过" in out
+    assert "得分 0 / 3。没有通过的检查：" in out and "函数还没有实现" in out
+    assert "✗ 【要点】一维输入 [1, 2, 3]：未通过" in out
     assert not any(line.endswith("...") for line in out.splitlines()), "no line is cut off"
     assert max(nbgrader_validate.display_width(line) for line in out.splitlines()) <= 90
 
@@ -73,7 +76,17 @@ def test_an_invalid_quiz_answer_is_explained_and_a_full_notebook_passes(tmp_path
         if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code":
             cell.source = 'answer = "AB"' if "多选" in cell.source else 'answer = "A"'
     nbformat.write(nb, answered / QUIZ.name)
-    assert "全部通过！" in _validate(answered / QUIZ.name)
+    out = _validate(answered / QUIZ.name)
+    assert nbgrader_validate.QUIZ_READABLE in out.replace("\n", "") and "全部通过" not in out  # format, not answers
+
+
+def test_the_command_line_says_nothing_in_english(tmp_path):
+    shutil.copy(CH05, tmp_path)
+    run = subprocess.run([*NBGRADER, "validate", str(tmp_path / CH05.name)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Validating" not in run.stderr and "Kernel is running over TCP" not in run.stderr, run.stderr
+    assert not run.stderr.strip(), run.stderr
 
 
 def test_the_lab_button_gets_the_same_chinese_explanation(tmp_path, monkeypatch):
@@ -95,6 +108,39 @@ def test_the_lab_button_gets_the_same_chinese_explanation(tmp_path, monkeypatch)
     assert reply["success"] is True
     failed = reply["value"]["failed"]
     assert len(failed) == 4 and sum("没有通过的检查" in cell["error"] for cell in failed) == 3
+    assert [cell["source"] for cell in failed] == [
+        "练习 1 的测试单元", "练习 2 的测试单元", "练习 3 的测试单元", "练习 4 的书面回答"]  # no test source
     assert "得分 0 / 3。没有通过的检查：" in failed[0]["error"] and "函数还没有实现" in failed[0]["error"]
     assert "Partial credit" not in json.dumps(reply["value"], ensure_ascii=False)
     assert "&lt;无结果&gt;" in failed[0]["error"]  # shown as text in the dialog (it sets innerHTML)
+
+
+def test_the_lab_button_on_an_answered_quiz_carries_the_format_only_message(tmp_path, monkeypatch):
+    from nbgrader.server_extensions.validate_assignment import handlers
+
+    nb = nbformat.read(QUIZ, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code":
+            cell.source = 'answer = "A"'
+    nbformat.write(nb, tmp_path / QUIZ.name)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(handlers, "Validator", handlers.Validator)
+
+    class Server:
+        root_dir = str(tmp_path)
+        load_config = handlers.ValidateAssignmentHandler.load_config
+
+        class log:
+            error = staticmethod(print)
+
+    reply = handlers.ValidateAssignmentHandler.validate_notebook(Server(), QUIZ.name)
+    assert reply["success"] is True and reply["value"] == {"message": nbgrader_validate.QUIZ_READABLE}
+
+
+def test_cells_are_named_by_their_section():
+    labels = nbgrader_validate.cell_labels(nbformat.read(QUIZ, as_version=4))
+    assert labels["q01_test"] == "第 1 题" and labels["q10_test"] == "第 10 题"
+    labels = nbgrader_validate.cell_labels(nbformat.read(CH05, as_version=4))
+    assert labels["test_softmax_stable"] == "练习 1" and labels["test_masked_softmax"] == "练习 3"
+    assert nbgrader_validate.is_quiz(nbformat.read(QUIZ, as_version=4))
+    assert not nbgrader_validate.is_quiz(nbformat.read(CH05, as_version=4))

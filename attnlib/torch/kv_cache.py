@@ -16,6 +16,21 @@ class KVCache:
     key and value of the layer (views); ``read(layer)`` returns them; ``length`` counts cached
     tokens; ``nbytes`` is ``layers x 2 x length x heads x d_head x element size (x batch)``.
     Buffers live on the device of the first keys appended and double when full.
+
+    Parameters
+    ----------
+    n_layers, n_heads, d_head : int >= 1
+        The decoder's shape; keys and values of one layer are (..., n_heads, tokens, d_head).
+    capacity : int >= 1
+        Tokens stored before the buffers grow (they double when full).
+
+    Attributes
+    ----------
+    length : int
+        Tokens cached (in every layer, once each layer has received the step).
+    nbytes : int
+        Bytes of the cached keys and values: ``layers x 2 x length x heads x d_head x element size (x batch)``;
+        the reserved buffers hold up to about twice that once they have grown past ``capacity``.
     """
 
     def __init__(self, n_layers, n_heads, d_head, *, capacity=64):

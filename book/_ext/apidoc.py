@@ -21,6 +21,7 @@ import inspect
 
 from docutils import nodes
 from docutils.statemachine import StringList
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
@@ -92,6 +93,18 @@ def entry(name: str, written=None) -> list[str]:
     return lines + [":::::", ""]
 
 
+def one_contents_entry_per_name(tree: nodes.Node) -> None:
+    """The page's table of contents lists each name once: the PyTorch twins beside the NumPy entries get none.
+
+    Each name's two cards sit side by side, so the NumPy entry's link lands on both; without this the
+    contents would hold every name twice, with nothing telling the two apart.
+    """
+    for desc in tree.findall(addnodes.desc):
+        signatures = [s for s in desc.children if isinstance(s, addnodes.desc_signature)]
+        if any(str(s.get("module", "")).startswith(BACKENDS[1][1]) for s in signatures):
+            desc["no-contents-entry"] = desc["nocontentsentry"] = True
+
+
 class AttnlibApi(SphinxDirective):
     """``{attnlib-api}``: the whole reference."""
 
@@ -104,6 +117,7 @@ class AttnlibApi(SphinxDirective):
                 rst.append(line, "<attnlib-api>")
         container = nodes.container()
         self.state.nested_parse(rst, self.content_offset, container)
+        one_contents_entry_per_name(container)
         pages = getattr(self.env, "attnlib_api_pages", set())
         pages.add(self.env.docname)
         self.env.attnlib_api_pages = pages

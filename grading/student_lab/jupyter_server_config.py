@@ -1,8 +1,10 @@
-"""The student's Jupyter server (``make lab``): nbgrader's Assignment List explains a missing exchange in Chinese.
+"""The student's Jupyter server (``make lab``): JupyterLab in Chinese; the Assignment List explains a missing exchange.
 
 Loaded by the server at start-up because ``scripts/lab.py`` puts this folder
 first on ``JUPYTER_CONFIG_PATH`` (the instructor tools are switched off by
-``jupyter_server_config.json`` beside it).
+``jupyter_server_config.json`` beside it).  JupyterLab's default settings come from
+``lab_settings/overrides.json`` beside this file: the interface is in Chinese (the pinned
+``jupyterlab-language-pack-zh-cn``); a student can still pick another language in the menu.
 """
 
 import pathlib
@@ -17,3 +19,6 @@ import nbgrader.server_extensions.assignment_list.handlers  # noqa: E402, F401 (
 from grading import nbgrader_lab  # noqa: E402
 
 nbgrader_lab.install()
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+c.LabApp.app_settings_dir = str(pathlib.Path(__file__).resolve().parent / "lab_settings")  # noqa: F821

@@ -1,5 +1,7 @@
 # wrong: normalises each column (axis=0) instead of each row: the weights of one query do not sum to 1
 # caught by: test_attention
+# severity: essential
+# diagnosis: 沿键的方向
 # %% attention
 def attention(q, k, v):
     s = scaled_scores(q, k)

@@ -1,5 +1,7 @@
 # wrong: the often-seen "standard normal times 0.1" initialisation, whose scale ignores d_model
 # caught by: test_self_attention
+# severity: essential
+# diagnosis: 标准差应为 1/√d_model
 # %% self_attention
 class SelfAttention:
     def __init__(self, d_model, d_k, d_v=None, *, seed=0):

@@ -1,5 +1,7 @@
 # wrong: divides k by the norms of its columns (axis=0) instead of the length of each key (axis=-1)
 # caught by: test_rank_keys
+# severity: essential
+# diagnosis: 按列归一化
 # %% rank_keys
 def rank_keys(q, k, by="dot"):
     q = np.asarray(q, dtype=float)

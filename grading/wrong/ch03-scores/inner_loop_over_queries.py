@@ -1,5 +1,7 @@
 # wrong: the inner loop also runs over the queries (range(n_q)), right only when there are as many keys as queries
 # caught by: test_scores_double_loop
+# severity: essential
+# diagnosis: 内层循环要遍历全部 n_k 个键
 # %% scores_double_loop
 def scores_double_loop(q, k):
     q = np.asarray(q, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: loops over the keys and stacks q @ k_j as rows, so the result is S transposed, shape (n_k, n_q)
 # caught by: test_scores_one_loop
+# severity: essential
+# diagnosis: 结果是 S 的转置
 # %% scores_one_loop
 def scores_one_loop(q, k):
     q = np.asarray(q, dtype=float)

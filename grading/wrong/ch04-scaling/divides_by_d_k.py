@@ -1,5 +1,7 @@
 # wrong: divides the dot products by d_k instead of sqrt(d_k), so the variance becomes 1/d_k instead of 1
 # caught by: test_scaled_scores
+# severity: essential
+# diagnosis: 而不是 d_k
 # %% scaled_scores
 def scaled_scores(q, k):
     q = np.asarray(q, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: q @ k without transposing k; it runs only on square inputs (n_k = d_k), and there it pairs the wrong numbers
 # caught by: test_scaled_scores
+# severity: essential
+# diagnosis: k 没有转置
 # %% scaled_scores
 def scaled_scores(q, k):
     q = np.asarray(q, dtype=float)

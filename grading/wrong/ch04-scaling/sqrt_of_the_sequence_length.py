@@ -1,5 +1,7 @@
 # wrong: divides by the square root of the number of queries (q.shape[-2]) instead of d_k (q.shape[-1])
 # caught by: test_scaled_scores
+# severity: essential
+# diagnosis: 序列长度的平方根
 # %% scaled_scores
 def scaled_scores(q, k):
     q = np.asarray(q, dtype=float)

@@ -1,5 +1,7 @@
-# wrong: always normalises along the last axis, whatever `axis` says (right for every visible test)
+# wrong: always normalises along the last axis, whatever `axis` says
 # caught by: test_softmax_stable
+# severity: essential
+# diagnosis: 不要写死 axis=-1
 # %% softmax_stable
 def softmax_stable(x, axis=-1):
     x = np.asarray(x, dtype=float)

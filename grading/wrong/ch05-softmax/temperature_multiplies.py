@@ -1,5 +1,7 @@
 # wrong: multiplies the scores by the temperature instead of dividing (T=1 still looks right)
 # caught by: test_softmax_temperature
+# severity: essential
+# diagnosis: 而不是乘上去
 # %% softmax_temperature
 def softmax_temperature(x, temperature, axis=-1):
     if not temperature > 0:

@@ -1,5 +1,7 @@
 # wrong: forward accepts mask but never passes it on, so a causal layer still looks at the future
 # caught by: test_self_attention
+# severity: essential
+# diagnosis: 输出没有随掩码改变
 # %% self_attention
 class SelfAttention:
     def __init__(self, d_model, d_k, d_v=None, *, seed=0):

@@ -1,5 +1,7 @@
 # wrong: masks with -1e9 instead of -inf, so a fully masked row gets uniform weights and outputs the mean of V
 # caught by: test_sdpa
+# severity: essential
+# diagnosis: 均匀的权重
 # %% scaled_dot_product_attention
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: permutes the first result with the inverse permutation (np.argsort(perm)) instead of perm itself
 # caught by: test_permutation
+# severity: essential
+# diagnosis: 逆排列
 # %% permutation_gaps
 def permutation_gaps(layer, x, perm):
     x = np.asarray(x, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: inverted mask polarity (True read as "may not attend", as nn.MultiheadAttention's attn_mask does)
 # caught by: test_sdpa
+# severity: essential
+# diagnosis: 掩码的含义反了
 # %% scaled_dot_product_attention
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: a fresh default_rng(seed) for every matrix, so w_q, w_k (and w_v when d_v == d_k) are the same draws
 # caught by: test_self_attention
+# severity: essential
+# diagnosis: 重新建了一个生成器
 # %% self_attention
 class SelfAttention:
     def __init__(self, d_model, d_k, d_v=None, *, seed=0):

@@ -1,5 +1,7 @@
 # wrong: divides the scores by d_k instead of sqrt(d_k) (the weights come out too flat)
 # caught by: test_sdpa
+# severity: essential
+# diagnosis: 缩放因子是 1/√d_k，不是 1/d_k
 # %% scaled_dot_product_attention
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

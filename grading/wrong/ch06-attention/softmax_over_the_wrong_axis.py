@@ -1,5 +1,7 @@
 # wrong: normalises each column (axis=-2) instead of each row, so a query's weights do not sum to 1
 # caught by: test_sdpa
+# severity: essential
+# diagnosis: 沿键的方向
 # %% scaled_dot_product_attention
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: permutes only the rows of the weights (weights[perm]), not their columns as well
 # caught by: test_permutation
+# severity: essential
+# diagnosis: 只重排了行
 # %% permutation_gaps
 def permutation_gaps(layer, x, perm):
     x = np.asarray(x, dtype=float)

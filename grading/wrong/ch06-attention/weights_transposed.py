@@ -1,5 +1,7 @@
 # wrong: multiplies the transposed weights into V (A^T V): runs on square inputs, but mixes with the columns of A
 # caught by: test_sdpa
+# severity: essential
+# diagnosis: 权重转置后再乘 V
 # %% scaled_dot_product_attention
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

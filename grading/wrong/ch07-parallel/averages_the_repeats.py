@@ -1,5 +1,7 @@
 # wrong: reports the mean of the repeats, so one run slowed down by something else inflates the time
 # caught by: test_compare_times
+# severity: edge
+# diagnosis: 各次的平均值
 # %% compare_times
 def compare_times(loop_fn, matrix_fn, ns, *, d=16, repeats=5, seed=0):
     rng = np.random.default_rng(seed)

@@ -1,5 +1,7 @@
 # wrong: draws the inputs once, at the first n, and times every n on them, so the sizes never change
 # caught by: test_compare_times
+# severity: essential
+# diagnosis: 形状没有随 n 变化
 # %% compare_times
 def compare_times(loop_fn, matrix_fn, ns, *, d=16, repeats=5, seed=0):
     rng = np.random.default_rng(seed)

@@ -1,5 +1,7 @@
 # wrong: reports matrix / loop, the fraction of the loop's time, instead of how many times faster the matrix form is
 # caught by: test_compare_times
+# severity: essential
+# diagnosis: 正好是要求的倒数
 # %% compare_times
 def compare_times(loop_fn, matrix_fn, ns, *, d=16, repeats=5, seed=0):
     rng = np.random.default_rng(seed)

@@ -1,5 +1,7 @@
 # wrong: divides each query's scores by d_k instead of sqrt(d_k)
 # caught by: test_attention_loop
+# severity: essential
+# diagnosis: 缩放因子是 1/√d_k，不是 1/d_k
 # %% attention_loop
 def attention_row(q_i, k, v):
     q_i, k, v = (np.asarray(a, dtype=float) for a in (q_i, k, v))

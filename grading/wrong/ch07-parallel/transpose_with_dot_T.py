@@ -1,5 +1,7 @@
 # wrong: transposes k with .T, which reverses every axis: right for one sequence, wrong (or failing) with batch axes
 # caught by: test_attention_matrix
+# severity: edge
+# diagnosis: .T 会把所有维度倒过来
 # %% attention_matrix
 def attention_matrix(q, k, v):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

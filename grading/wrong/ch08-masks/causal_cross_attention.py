@@ -1,5 +1,7 @@
 # wrong: a causal mask in cross-attention: the decoder may read the whole source sentence, not only its first positions
 # caught by: test_cross_attention
+# severity: essential
+# diagnosis: 交叉注意力不需要因果掩码
 # %% cross_attention
 def cross_attention(x_dec, memory, memory_lengths, w_q, w_k, w_v):
     x_dec, memory = np.asarray(x_dec, dtype=float), np.asarray(memory, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: softmax over every key first, then the masked weights set to 0: rows no longer sum to 1 and the future leaks
 # caught by: test_masked_attention test_cross_attention
+# severity: essential
+# diagnosis: 每行权重之和小于 1
 # %% masked_attention
 def masked_attention(q, k, v, mask=None, causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: counts the three input projections only and forgets W_O (and b_O)
 # caught by: test_count_parameters
+# severity: essential
+# diagnosis: 没有数 W_O
 # %% count_parameters
 def count_parameters(d_model, n_heads, d_head=None, *, bias=False):
     if d_head is None:

@@ -1,5 +1,7 @@
 # wrong: the heads are concatenated but never mixed by W_O
 # caught by: test_multi_head_attention
+# severity: essential
+# diagnosis: 没有乘以 W_O
 # %% multi_head_attention
 def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     x_q, x_kv = np.asarray(x_q, dtype=float), np.asarray(x_kv, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: split_heads is right, but merge_heads reshapes (h, n, d_head) straight to (n, h * d_head), in the wrong order
 # caught by: test_split_merge test_multi_head_attention
+# severity: essential
+# diagnosis: 合并前要先把头和词元两维换回来
 # %% split_merge
 def split_heads(x, n_heads):
     x = np.asarray(x)

@@ -1,5 +1,7 @@
 # wrong: every head's scores divided by sqrt(d_model) instead of sqrt(d_head): the weights come out too flat
 # caught by: test_multi_head_attention
+# severity: essential
+# diagnosis: 分数除以了 √d_model
 # %% multi_head_attention
 def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     x_q, x_kv = np.asarray(x_q, dtype=float), np.asarray(x_kv, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: split and merge as single reshapes, no transpose: the shapes are right, but a "head" mixes pieces of tokens
 # caught by: test_split_merge test_multi_head_attention
+# severity: essential
+# diagnosis: 不同词元的数混进了同一个头
 # %% split_merge
 def split_heads(x, n_heads):
     x = np.asarray(x)

@@ -1,5 +1,7 @@
 # wrong: causal=True still sums over every key (totals, not running sums): later positions leak into earlier ones
 # caught by: test_linear_attention
+# severity: essential
+# diagnosis: 后面的键和值影响了前面的输出
 # %% linear_attention
 def phi(x):
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))

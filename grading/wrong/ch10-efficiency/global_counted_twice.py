@@ -1,5 +1,7 @@
 # wrong: a global key inside a query's window is scored twice (window and global), so its weight is too large
 # caught by: test_sliding_window_attention
+# severity: edge
+# diagnosis: 全局键被算了两次
 # %% sliding_window_attention
 def sliding_window_attention(q, k, v, window, global_tokens=(), causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

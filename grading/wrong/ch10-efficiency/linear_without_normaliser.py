@@ -1,5 +1,7 @@
 # wrong: phi(Q) (phi(K)^T V) without dividing by phi(q_i) . sum_j phi(k_j): the weights do not sum to 1
 # caught by: test_linear_attention
+# severity: essential
+# diagnosis: 权重之和不是 1
 # %% linear_attention
 def phi(x):
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))

@@ -1,5 +1,7 @@
 # wrong: when the maximum grows, the old sum is not multiplied by exp(m_old - m_new)
 # caught by: test_online_softmax
+# severity: essential
+# diagnosis: 旧的和没有乘以
 # %% online_softmax
 def stream_max_and_sum(scores):
     m, total = -math.inf, 0.0

@@ -1,5 +1,7 @@
 # wrong: only whole blocks are taken, so when block_size does not divide n_k the last keys are never seen
 # caught by: test_tiled_attention
+# severity: edge
+# diagnosis: 最后一块短一些，不能丢掉
 # %% tiled_attention
 def tiled_attention(q, k, v, block_size, causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: right values, but it builds the n x n mask and scores (O(n^2) memory), which the window avoids
 # caught by: test_sliding_window_attention
+# severity: essential
+# diagnosis: 峰值内存随 n² 增长
 # %% sliding_window_attention
 def sliding_window_attention(q, k, v, window, global_tokens=(), causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,5 +1,7 @@
 # wrong: the window is |i - j| <= w instead of |i - j| < w: one key too many on each side
 # caught by: test_sliding_window_attention
+# severity: essential
+# diagnosis: 窗口多算了一格
 # %% sliding_window_attention
 def sliding_window_attention(q, k, v, window, global_tokens=(), causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,6 +1,8 @@
 # wrong: "the new token only matches its query against the cached keys": it attends to the old cache, then appends,
 # so a new position never sees its own key (and the first step finds nothing cached)
 # caught by: test_cached_attention_step
+# severity: essential
+# diagnosis: 新位置没有看到自己的键
 # %% cached_attention_step
 def cached_attention_step(q, k, v, cache, layer):
     q = np.asarray(q, dtype=float)

@@ -1,5 +1,7 @@
 # wrong: append replaces the layer's keys and values with the new ones instead of adding them after the old ones
 # caught by: test_kv_cache
+# severity: essential
+# diagnosis: append 把这一层原有的键换掉了
 # %% kv_cache
 class KVCache:
     def __init__(self, n_layers, n_heads, d_head):

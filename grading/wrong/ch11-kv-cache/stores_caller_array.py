@@ -1,5 +1,7 @@
 # wrong: the first append stores the caller's arrays themselves (no copy): changing them later changes the cache
 # caught by: test_kv_cache
+# severity: edge
+# diagnosis: 存进去的应是副本
 # %% kv_cache
 class KVCache:
     def __init__(self, n_layers, n_heads, d_head):

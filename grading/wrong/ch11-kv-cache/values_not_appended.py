@@ -1,5 +1,7 @@
 # wrong: the keys are appended but the values are replaced: the cache returns every key and only the newest values
 # caught by: test_kv_cache
+# severity: essential
+# diagnosis: 缓存的长度增长了，值却没有存进去
 # %% kv_cache
 class KVCache:
     def __init__(self, n_layers, n_heads, d_head):

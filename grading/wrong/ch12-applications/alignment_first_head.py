@@ -1,5 +1,7 @@
 # wrong: reads the alignment off the first head only, as if one head were the model's alignment
 # caught by: test_read_alignment
+# severity: essential
+# diagnosis: 只看了第一个头
 # %% read_alignment
 def read_alignment(weights):
     w = np.asarray(weights, dtype=float)

@@ -1,6 +1,8 @@
 # wrong: "cosine" divides by the query's length only: every score shrinks by the same factor, so it ranks as the dot
 # product does and the long passages still win
 # caught by: test_retrieve
+# severity: essential
+# diagnosis: 每段还要除以它自己的长度
 # %% retrieve
 def retrieve(query, passages, k, score="dot"):
     q, p = np.asarray(query, dtype=float), np.asarray(passages, dtype=float)

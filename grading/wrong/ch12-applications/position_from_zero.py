@@ -1,6 +1,8 @@
 # wrong: every new token is embedded at position 0 (the position code restarts at each step), so the decoder
 # cannot tell the steps apart and writes other tokens than decoding without a cache
 # caught by: test_greedy_decode
+# severity: essential
+# diagnosis: 新词元的位置编码从 0 开始了
 # %% greedy_decode
 def greedy_decode(model, source, n_new):
     memory = model.encode(source)

@@ -1,6 +1,8 @@
 # wrong: right tokens without a cache: every step embeds and projects the whole prefix again (what the cache is
 # there to avoid); the tokens match, the count of embedded tokens per step does not
 # caught by: test_greedy_decode
+# severity: essential
+# diagnosis: 整个前缀重新送进了 model.embed
 # %% greedy_decode
 def greedy_decode(model, source, n_new):
     memory = model.encode(source)

@@ -1,5 +1,7 @@
 # wrong: divides the queries by their length but not the keys, so long keys still win
 # caught by: test_cosine_scores
+# severity: essential
+# diagnosis: 键没有除以长度
 # %% cosine_scores
 def cosine_scores(q, k):
     q = np.asarray(q, dtype=float)
