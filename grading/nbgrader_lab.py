@@ -142,6 +142,20 @@ CHINESE_PLUGIN = (
 )
 
 
+#: The end of the plugin's last stylesheet (the Validate dialog's), loaded with the plugin when JupyterLab starts.
+_STYLE_END = ("#validation-message pre {\n    border: solid var(--jp-border-color2) 1px;\n    padding: 5px;\n"
+              "    margin: 1em;\n}`")
+#: One rule added to that stylesheet, for the student's notebooks: an output whose rendered form is empty takes no
+#: room and shows no ``[n]:`` prompt.  A test cell ends with its score (``attnlib.grading.Score``): nbgrader reads
+#: the partial credit from that execute_result, whose HTML form is empty -- without the rule JupyterLab shows a
+#: lone ``[7]:`` under the cell's Chinese summary line.  Every other output (text, figures, errors) keeps its prompt.
+EMPTY_OUTPUT_RULE = ("\n\n/* attention-zh: no prompt for an output that shows nothing (a test cell's score) */\n"
+                     ".jp-OutputArea-child:has(> .jp-OutputArea-output:empty) {\n    display: none;\n}\n")
+EMPTY_OUTPUT_STYLE = (_STYLE_END, _STYLE_END[:-1] + EMPTY_OUTPUT_RULE + "`")
+#: Every ``(old, new)`` replacement the copy makes: the Chinese words and the one rule of style.
+PLUGIN_CHANGES = (*CHINESE_PLUGIN, EMPTY_OUTPUT_STYLE)
+
+
 def installed_labextension() -> pathlib.Path:
     """The folder of nbgrader's JupyterLab plugin in this environment."""
     for base in jupyter_path("labextensions"):
@@ -165,13 +179,13 @@ def write_chinese_labextension(data_dir: pathlib.Path, source: pathlib.Path | No
     static = target / "static"
     package = json.loads((target / "package.json").read_text(encoding="utf-8"))
     entry_name = package["jupyterlab"]["_build"]["load"].removeprefix("static/")
-    left = dict(CHINESE_PLUGIN)
+    left = dict(PLUGIN_CHANGES)
     renamed = {}
     for script in sorted(static.glob("*.js")):
         if script.name == entry_name:
             continue
         text = original = script.read_text(encoding="utf-8")
-        for old, new in CHINESE_PLUGIN:
+        for old, new in PLUGIN_CHANGES:
             if old in text:
                 text = text.replace(old, new)
                 left.pop(old, None)

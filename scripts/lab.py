@@ -22,6 +22,9 @@ course's ``nbgrader_config.py`` (Chinese explanations), and the environment's
 As root (Docker images, cloud machines) JupyterLab refuses to start without
 ``--allow-root``; ``make lab`` passes it then.
 
+One Ctrl+C in the terminal running ``make lab`` stops it and JupyterLab, with no
+question asked, in a terminal or without one (:func:`run_lab`).
+
 JupyterLab speaks Chinese (the pinned language pack, made the default by
 ``grading/student_lab/lab_settings/``), and so does nbgrader's plugin in it: for
 the time JupyterLab runs, a Chinese copy of the plugin lies in a temporary
@@ -127,24 +130,37 @@ def main(argv: list[str] | None = None) -> int:
         return run_lab(lab_command(lab_args, work), env, work)
 
 
+#: What ``make lab`` prints when asked to stop (Ctrl+C, SIGTERM, SIGHUP).
+STOPPING = "正在停止 JupyterLab（关掉内核和终端），稍等几秒……"
+
+
 def run_lab(command: list[str], env: dict, cwd: pathlib.Path = WORKING_COPY) -> int:
-    """Run JupyterLab until it ends; SIGTERM or SIGHUP sent to this script stops JupyterLab too.
+    """Run JupyterLab until it ends; one Ctrl+C, SIGTERM or SIGHUP sent to this script stops it cleanly.
 
-    Ctrl-C reaches JupyterLab directly (same terminal): it asks for confirmation, and this script waits for it.
+    JupyterLab runs in a process group of its own, so the Ctrl+C typed in the terminal reaches this script (and
+    ``make``), never JupyterLab itself: jupyter_server would answer it, in a terminal, with ``Shut down this
+    Jupyter server (y/[n])?`` and keep running after 5 s without an answer; without a terminal it would take it
+    as a KeyboardInterrupt, which can be swallowed by whatever callback it lands in.  This script turns each of
+    these signals into SIGTERM for JupyterLab, which stops it at once (kernels and terminals shut down), and then
+    returns JupyterLab's exit status.
     """
-    server = subprocess.Popen(command, env=env, cwd=cwd)  # a new terminal opens here, in the working copy
+    server: subprocess.Popen | None = None
+    asked: list[int] = []
 
-    def forward(signum, _frame):
-        if server.poll() is None:
-            server.send_signal(signum)
+    def stop(signum, _frame):
+        if not asked:
+            print(f"\n{STOPPING}", flush=True)
+        asked.append(signum)
+        if server is not None and server.poll() is None:
+            server.send_signal(signal.SIGTERM)
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
-    while True:
-        try:
-            return server.wait()
-        except KeyboardInterrupt:
-            continue  # JupyterLab got the same Ctrl-C and decides; keep waiting for it
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    own_group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    server = subprocess.Popen(command, env=env, cwd=cwd, **own_group)  # a new terminal opens in the working copy
+    if asked and server.poll() is None:  # stopped while it was being started
+        server.send_signal(signal.SIGTERM)
+    return server.wait()
 
 
 def _shown(path: pathlib.Path) -> str:

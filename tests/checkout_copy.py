@@ -14,14 +14,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shlex
 import shutil
 import subprocess
+import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ORDINARY_USER = "nobody"
+RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "/usr/sbin/runuser"
 
 
 def copy_checkout(dest: pathlib.Path, *, owner: str | None = None) -> pathlib.Path:
@@ -42,10 +45,21 @@ def copy_checkout(dest: pathlib.Path, *, owner: str | None = None) -> pathlib.Pa
     return dest
 
 
+@contextlib.contextmanager
+def reachable_tmp():
+    """A temporary folder an ordinary user can reach (pytest's own tmp root is ``drwx------`` for root)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="attn-user-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _hidden_prefix(user: str) -> pathlib.Path | None:
     """The top directory under ``/root`` holding the real interpreter, when ``user`` cannot reach it; else None."""
     interpreter = (REPO / ".venv" / "bin" / "python").resolve()
-    probe = subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(interpreter)], check=False)
+    probe = subprocess.run([RUNUSER, "-u", user, "--", "test", "-x", str(interpreter)], check=False)
     if probe.returncode == 0:
         return None
     parts = interpreter.parts
@@ -57,7 +71,7 @@ def _hidden_prefix(user: str) -> pathlib.Path | None:
 def as_user(command: str, *, user: str = ORDINARY_USER, home: pathlib.Path | None = None) -> list[str]:
     """Arguments running ``bash -c command`` as ``user`` (run by root), with the interpreter reachable (see above)."""
     assert os.geteuid() == 0, "只有 root 能切换到普通用户"
-    inner = ["runuser", "-u", user, "--", "env"]
+    inner = [RUNUSER, "-u", user, "--", "/usr/bin/env"]
     if home is not None:
         inner.append(f"HOME={home}")
     inner += ["bash", "-c", command]

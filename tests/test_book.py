@@ -1,8 +1,9 @@
 """The Jupyter Book: builds with -W, offline, Chinese search and figures, cached execution, exercises shown.
 
-The whole book is built once per test session into a temporary directory
-(``built_book()``, shared with tests/test_browser.py); the extension tests
-build tiny Sphinx projects of their own.
+The whole book is built once per test session by ``make book``, typed as written
+in a throw-away copy of the checkout (``built_book()``, shared with
+tests/test_browser.py and tests/test_ch01.py); the extension tests build tiny
+Sphinx projects of their own.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import functools
 import html.parser
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import urlparse
@@ -25,6 +28,7 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 import yaml
+from checkout_copy import copy_checkout
 
 from conftest import load_script
 
@@ -47,12 +51,26 @@ build_book = load_script("build_book")
 exercises_ext = _load("exercises_ext", ROOT / "book" / "_ext" / "exercises.py")
 
 
+#: A login shell's environment (no virtual environment on PATH): ``make`` sets up its own, as for a reader.
+_SHELL_ENV = {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+              "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
 @functools.cache
 def built_book():
-    """Build the real book once per process into a temporary directory; return the BuildResult."""
-    out = Path(tempfile.mkdtemp(prefix="attn-book-"))
-    atexit.register(shutil.rmtree, out, ignore_errors=True)
-    return build_book.build(out, capture=True)
+    """``make book``, typed as the README writes it, in a throw-away copy of the checkout; return a BuildResult.
+
+    Built once per process (the one full build of the suite; tests/test_browser.py and tests/test_ch01.py use
+    it too).  The copy (tests/checkout_copy.py) keeps the checkout's own ``_build/`` untouched; the result is
+    read from the copy's ``_build/html``, and ``log`` holds everything ``make book`` printed.
+    """
+    copy = copy_checkout(Path(tempfile.mkdtemp(prefix="attn-book-")) / "repo")
+    atexit.register(shutil.rmtree, copy.parent, ignore_errors=True)
+    start = time.perf_counter()
+    run = subprocess.run(["bash", "-c", "make book"], cwd=copy, env=_SHELL_ENV, capture_output=True, text=True,
+                         check=False)
+    return build_book.BuildResult(run.returncode, time.perf_counter() - start, copy / "_build" / "html",
+                                  run.stdout + run.stderr)
 
 
 def _tail(log: str | None, n: int = 60) -> str:
@@ -91,7 +109,9 @@ class _AssetParser(html.parser.HTMLParser):
 
 
 def test_build_executes_the_pilot_and_passes_with_warnings_as_errors(book):
+    """``make book`` as written (README, 前言): a clean build executes the lessons and ends with where to look."""
     assert "Executed notebook" in book.log, "a clean build must execute the lesson"
+    assert "书已构建完成" in book.log and (book.html_dir / "index.html").as_uri() in book.log, _tail(book.log)
     assert "build succeeded." in book.log  # with -W, any warning would read "build finished with problems"
     assert (book.html_dir / "index.html").is_file()
     for page in ("intro", PILOT, "student-guide", "instructor-guide"):
@@ -190,13 +210,14 @@ def test_pilot_exercises_are_shown_with_a_download_link(book, pilot_html):
 
 
 def test_rebuild_without_change_does_nothing_and_never_executes(book):
-    out = book.html_dir.parent.parent
-    again = build_book.build(out, capture=True)
-    assert again.returncode == 0 and again.up_to_date, _tail(again.log)
-    forced = build_book.build(out, capture=True, force=True)  # Jupyter Book itself, nothing changed
+    out = book.html_dir.parent.parent  # the copy of the checkout that ``make book`` built
+    again = subprocess.run(["bash", "-c", "make book"], cwd=out, env=_SHELL_ENV, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert again.returncode == 0 and "书的输入没有变化" in again.stdout, _tail(again.stdout + again.stderr)
+    forced = build_book.build(out, source=out, capture=True, force=True)  # Jupyter Book itself, nothing changed
     assert forced.returncode == 0 and not forced.up_to_date, _tail(forced.log)
     assert "Executed notebook" not in forced.log and "Executing notebook" not in forced.log
-    everything = build_book.build(out, capture=True, all_pages=True)  # every page re-read: cache hit
+    everything = build_book.build(out, source=out, capture=True, all_pages=True)  # every page re-read: cache hit
     assert everything.returncode == 0, _tail(everything.log)
     assert "Using cached notebook" in everything.log
     assert "Executed notebook" not in everything.log

@@ -8,6 +8,8 @@ notebooks; the system's Chromium (Debian's ``chromium``, nothing downloaded) ope
   explanation, never the test's source; on a fully answered quiz it says that only the format was checked;
 * the Assignment List says once, in Chinese, that there is no class exchange here, with no
   ``Error fetching courses!``, and the server's terminal shows no exchange traceback.
+* a test cell's score (an execute_result with an empty HTML form, which nbgrader needs) shows no lone
+  ``[n]:`` prompt under the cell; an ordinary result (``6 * 7``) keeps its prompt.
 
 ``make test`` installs Chromium when it runs as root; elsewhere these tests are skipped with the command that
 installs it (tests/conftest.py).
@@ -15,6 +17,7 @@ installs it (tests/conftest.py).
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import jupyter_servers
@@ -32,6 +35,7 @@ TOKEN = "student-lab-browser"
 CH05 = "ch05-softmax/ch05-softmax.ipynb"
 QUIZ = "quiz-sdpa/quiz-sdpa.ipynb"
 ANSWERED = "answered/quiz-sdpa.ipynb"
+OUTPUTS = "outputs/ch05-softmax.ipynb"  # ch05 with one more cell, after exercise 1's test: ``6 * 7``
 
 
 def _answered_quiz(path):
@@ -39,6 +43,16 @@ def _answered_quiz(path):
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code":
             cell.source = 'answer = "A"'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def _with_a_plain_result(path):
+    """ch05's release with a cell ``6 * 7`` right after exercise 1's test cell (an ordinary execute_result)."""
+    nb = nbformat.read(ROOT / "notebooks" / CH05, as_version=4)
+    test = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id")
+                == "test_softmax_stable")
+    nb.cells.insert(test + 1, nbformat.v4.new_code_cell("6 * 7"))
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
 
@@ -52,6 +66,7 @@ def student(tmp_path_factory):
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "notebooks" / path, work / path)
     _answered_quiz(work / ANSWERED)
+    _with_a_plain_result(work / OUTPUTS)
     with jupyter_servers.lab_server(work, tmp, lab.student_environment(), TOKEN) as base, \
             jupyter_servers.chromium() as page:
         yield base, page, tmp / "server.log"
@@ -114,4 +129,33 @@ def test_assignment_list_says_once_in_chinese_that_there_is_no_exchange(student)
     assert "Error fetching courses" not in text and "exchange directory does not exist" not in text
     assert "Released assignments" not in text and "已发布的作业" in text
     server_log = log.read_text(encoding="utf-8")
-    assert "Traceback" not in server_log and "ExchangeError" not in server_log, server_log[-3000:]
+    # the exchange's traceback must not reach the terminal; jupyter_server's own transient errors (a kernel
+    # websocket opened while the kernel is still starting answers 500 with a traceback) are not the exchange's
+    tracebacks = [t.split("\n[")[0] for t in server_log.split("Traceback")[1:]]  # each up to the next record
+    exchange = [t[:1500] for t in tracebacks if "nbgrader" in t or "exchange" in t.lower()]
+    assert not exchange and "ExchangeError" not in server_log, exchange or server_log[-3000:]
+
+
+def test_a_test_cells_score_shows_no_empty_prompt_and_other_results_keep_theirs(student):
+    """A test cell ends with its score (``attnlib.grading.Score``): nbgrader reads partial credit from that
+    execute_result, whose HTML form is empty.  JupyterLab would show a lone ``[n]:`` under the cell's Chinese
+    summary; the rule in the plugin's copy (grading/nbgrader_lab.py) hides an output that shows nothing.
+    """
+    page = _open(student, OUTPUTS)
+    cells = page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell")
+    first = next(i for i in range(cells.count()) if "import numpy" in cells.nth(i).inner_text())
+    test = next(i for i in range(cells.count())
+                if "练习 1 的测试" in cells.nth(i).locator(".jp-InputArea").inner_text())
+    cells.nth(first).locator(".jp-InputPrompt").click()  # command mode on the first code cell
+    for _ in range(first, test + 2):  # run it and every cell down to ``6 * 7``, as Shift+Enter does
+        page.keyboard.press("Shift+Enter")
+    plain = cells.nth(test + 1)
+    plain.locator(".jp-OutputArea-output", has_text="42").wait_for(timeout=180_000)
+    scored = cells.nth(test)
+    scored.locator(".jp-OutputArea-output", has_text="得分 0 / 3").wait_for(timeout=60_000)
+    prompts = [t.strip() for t in scored.locator(".jp-OutputArea-prompt:visible").all_inner_texts()]
+    assert not [t for t in prompts if re.fullmatch(r"\[\d+\]:", t)], prompts
+    result = scored.locator(".jp-OutputArea-child.jp-OutputArea-executeResult")
+    assert result.count() == 1 and not result.is_visible(), "the score is still in the notebook, not shown"
+    shown = [t.strip() for t in plain.locator(".jp-OutputArea-prompt:visible").all_inner_texts()]
+    assert len(shown) == 1 and re.fullmatch(r"\[\d+\]:", shown[0]), shown
