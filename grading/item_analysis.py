@@ -791,7 +791,11 @@ def _pct(x: float) -> str:
 
 
 def _r(x: float) -> str:
-    return "—" if math.isnan(x) else f"{x:+.2f}"
+    """A correlation with its sign, ``"0.00"`` when it rounds to zero (never ``"-0.00"``)."""
+    if math.isnan(x):
+        return "—"
+    text = f"{x:+.2f}"
+    return "0.00" if text in ("+0.00", "-0.00") else text
 
 
 def _attr(x: float) -> str:

@@ -636,3 +636,11 @@ def test_headers_stay_on_one_line_in_chromium(quiz_page, chapter_page, tmp_path,
         title = re.search(r"<title>th:(\d+) maxlines:(\d+)</title>", run.stdout)
         assert title, run.stderr[-2000:]
         assert int(title[1]) > 5 and int(title[2]) == 1, (name, width, title.group(0))
+
+
+def test_a_correlation_that_rounds_to_zero_is_shown_without_a_sign():
+    from grading import item_analysis
+
+    assert item_analysis._r(-0.001) == "0.00" and item_analysis._r(0.004) == "0.00"
+    assert item_analysis._r(-0.3) == "-0.30" and item_analysis._r(0.25) == "+0.25"
+    assert item_analysis._r(float("nan")) == "—"
