@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import pathlib
 import shutil
 import sys
@@ -98,11 +99,12 @@ def install() -> None:
 # --- the nbgrader plugin's own words in the student's browser ----------------------------------------------
 #
 # nbgrader's JupyterLab plugin writes its dialogs and panels with English literals (it has no translations, and
-# JupyterLab's Chinese language pack does not cover it).  ``make lab`` serves a copy of the plugin in which those
-# literals are Chinese (:func:`write_chinese_labextension`): the copy goes first on ``JUPYTER_PATH``, where
-# JupyterLab takes the first plugin of a name it finds.  Two behaviours change with the words: the Validate
-# dialog shows the sentence the server's validator chose when everything passed (``message``: on a quiz, that
-# only the format was checked), and an Assignment List error is shown once, not in each of its three lists.
+# JupyterLab's Chinese language pack does not cover it).  ``make lab`` and a class's JupyterHub (the students'
+# servers) serve a copy of the plugin in which those literals are Chinese (:func:`with_chinese_nbgrader`): the
+# copy goes first on ``JUPYTER_PATH``, where JupyterLab takes the first plugin of a name it finds.  Two
+# behaviours change with the words: the Validate dialog shows the sentence the server's validator chose when
+# everything passed (``message``: on a quiz, that only the format was checked), and an Assignment List error is
+# shown once, not in each of its three lists.
 # Every text replaced must be found in the pinned nbgrader's files (a new nbgrader fails the tests).
 
 LABEXTENSION = ("@jupyter", "nbgrader")
@@ -202,6 +204,17 @@ def write_chinese_labextension(data_dir: pathlib.Path, source: pathlib.Path | No
     package["jupyterlab"]["_build"]["load"] = f"static/{new_entry}"
     (target / "package.json").write_text(json.dumps(package, indent=2), encoding="utf-8")
     return target
+
+
+def with_chinese_nbgrader(env: dict, data_dir: pathlib.Path) -> dict:
+    """``env`` with a Chinese copy of nbgrader's JupyterLab plugin, written into ``data_dir``, first on JUPYTER_PATH.
+
+    ``make lab`` (``scripts/lab.py``) calls it for the student's JupyterLab, and the class's JupyterHub
+    (``grading/hub/jupyterhub_config.py``) once at start for every student's server.
+    """
+    write_chinese_labextension(data_dir)
+    paths = [str(data_dir), *filter(None, env.get("JUPYTER_PATH", "").split(os.pathsep))]
+    return {**env, "JUPYTER_PATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def _rehashed(script: pathlib.Path, text: str) -> str:

@@ -44,7 +44,7 @@ import tempfile
 
 from release import as_jupyterlab_keeps  # a neighbour in scripts/ (it puts the repository root on sys.path)
 
-from grading import nbgrader_lab
+from grading.nbgrader_lab import with_chinese_nbgrader  # shared with the class's JupyterHub
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
@@ -104,13 +104,6 @@ def student_environment(base=None, *, make_lab: bool = True) -> dict:
         env["PATH"] = os.pathsep.join(dict.fromkeys([str(BIN), *filter(None, env.get("PATH", "").split(os.pathsep))]))
         env["ATTENTION_LAB_BIN"] = str(BIN)
     return env
-
-
-def with_chinese_nbgrader(env: dict, data_dir: pathlib.Path) -> dict:
-    """``env`` with a Chinese copy of nbgrader's JupyterLab plugin, written into ``data_dir``, first on JUPYTER_PATH."""
-    nbgrader_lab.write_chinese_labextension(data_dir)
-    paths = [str(data_dir), *filter(None, env.get("JUPYTER_PATH", "").split(os.pathsep))]
-    return {**env, "JUPYTER_PATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def main(argv: list[str] | None = None) -> int:

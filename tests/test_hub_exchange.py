@@ -14,6 +14,8 @@ the ones JupyterLab's nbgrader extensions call:
 * the instructor collects, autogrades, grades the written answer by hand
   (score and comment), generates and releases feedback;
 * each student fetches feedback and sees their own result, never the other's.
+* as with ``make lab``, each student's JupyterLab loads the Chinese copy of nbgrader's plugin the hub wrote
+  at start (``$ATTENTION_HUB_DATA``) and starts in Chinese; the instructor's keeps nbgrader's own plugin.
 
 The gradebook (nbgrader's ``Gradebook``) must hold what each submission
 deserves.  Everything started is stopped at the end, and no process may be left.
@@ -58,6 +60,7 @@ INSTRUCTOR_ONLY = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-ass
                    "@jupyter/nbgrader:course-list")
 HUB_CONFIG = ROOT / "grading" / "hub" / "jupyterhub_config.py"
 VENV_BIN = Path(sys.executable).parent
+HUB_DATA = "jupyter-data"  # $ATTENTION_HUB_DATA in the hub's folder: the Chinese copy of nbgrader's plugin
 #: A shorter written answer for the partly wrong student: it says why, not what it cannot prevent.
 SHORT_ANSWER = "减去最大值是为了防止 `np.exp` 溢出。"
 #: The instructor's hand grade (score of 2, comment) of each student's written answer.
@@ -131,12 +134,35 @@ class Hub:
         """Only the status of a GET on ``user``'s server with ``token``."""
         return http("GET", f"{self.url}/user/{user}/{path}", token)[0]
 
-    def disabled_extensions(self, user: str) -> list[str]:
-        """The JupyterLab extensions ``user``'s lab page switches off (its page config)."""
+    def page_config(self, user: str) -> dict:
+        """The page config of ``user``'s JupyterLab page (what the browser starts JupyterLab with)."""
         status, page = http("GET", f"{self.url}/user/{user}/lab", self.tokens[user])
         assert status == 200, f"{user} 打不开 JupyterLab 页面（{status}）"
         config = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page, re.S)
-        return json.loads(config.group(1))["disabledExtensions"]
+        return json.loads(config.group(1))
+
+    def disabled_extensions(self, user: str) -> list[str]:
+        """The JupyterLab extensions ``user``'s lab page switches off (its page config)."""
+        return self.page_config(user)["disabledExtensions"]
+
+    def nbgrader_plugin(self, user: str, chinese: Path) -> dict:
+        """What ``user``'s JupyterLab loads of nbgrader's plugin, and the text of the Chinese copy's scripts it serves.
+
+        ``chinese``: the copy the hub wrote (``$ATTENTION_HUB_DATA/labextensions/@jupyter/nbgrader``); each of its
+        scripts is asked for by name from ``user``'s server (an error status where the server serves another copy).
+        """
+        (plugin,) = [e for e in self.page_config(user)["federated_extensions"] if e["name"] == "@jupyter/nbgrader"]
+        served = {}
+        for script in sorted((chinese / "static").glob("*.js")):
+            status, text = http("GET", f"{self.url}/user/{user}/lab/extensions/@jupyter/nbgrader/static/{script.name}",
+                                self.tokens[user], timeout=30)
+            served[script.name] = text if status == 200 else status
+        return {"load": plugin["load"], "served": served}
+
+    def default_language(self, user: str) -> str:
+        """The language ``user``'s JupyterLab starts in when the user has chosen none (its settings API)."""
+        settings = self.lab(user, "GET", "lab/api/settings/@jupyterlab/translation-extension:plugin")
+        return settings["schema"]["properties"]["locale"]["default"]
 
 
 def wait_until(hub: Hub, check, what: str, seconds: float = START_S):
@@ -220,6 +246,7 @@ def running_hub(workdir: Path, homes: Path, exchange: Path):
     ports = free_ports(3)
     config = hub_config(workdir, ports, token)
     env = {**os.environ, "NBGRADER_EXCHANGE": str(exchange), "ATTENTION_HUB_HOMES": str(homes),
+           "ATTENTION_HUB_DATA": str(workdir / HUB_DATA),
            "PATH": os.pathsep.join([str(VENV_BIN), provision.proxy_bin_dir(), os.environ.get("PATH", "")])}
     log = workdir / "jupyterhub.log"
     with log.open("w", encoding="utf-8") as out:
@@ -347,6 +374,10 @@ def run_class(hub: Hub, scratch: Path) -> dict:
                       for owner in (INSTRUCTOR, *STUDENTS) for visitor in (INSTRUCTOR, *STUDENTS)}
     seen["formgrader"] = {user: hub.status(user, "formgrader", hub.tokens[user]) for user in (INSTRUCTOR, *STUDENTS)}
     seen["disabled"] = {user: hub.disabled_extensions(user) for user in (INSTRUCTOR, *STUDENTS)}
+    chinese = hub.log.parent.joinpath(HUB_DATA, "labextensions", *nbgrader_lab.LABEXTENSION)
+    seen["plugin"] = {user: hub.nbgrader_plugin(user, chinese) for user in (INSTRUCTOR, *STUDENTS)}
+    seen["chinese_plugin"] = json.loads((chinese / "package.json").read_text(encoding="utf-8"))
+    seen["language"] = {user: hub.default_language(user) for user in STUDENTS}
     hub.remember_processes()
     return seen
 
@@ -437,3 +468,21 @@ def test_the_formgraders_feedback_is_the_courses_chinese_offline_page(term):
         assert "测试单元：练习 1" in text and "你的答案" in text, text[:3000]
         assert not [word for word in ("Comments:", "Student's answer", "Test cell") if word in text], text[:3000]
         assert "<mjx-container" in raw and not re.search(r"<script[^>]*\bsrc=[\"']?(https?:)?//", raw)
+
+
+def test_students_see_nbgrader_and_jupyterlab_in_chinese_as_with_make_lab(term):
+    """The hub writes the Chinese copy of nbgrader's plugin once and serves it to students; the instructor keeps it."""
+    seen = term["seen"]
+    chinese_entry = seen["chinese_plugin"]["jupyterlab"]["_build"]["load"]
+    for student in STUDENTS:
+        plugin = seen["plugin"][student]
+        assert plugin["load"] == chinese_entry, f"{student} 加载的不是中文的 nbgrader 插件：{plugin['load']}"
+        failed = {name: text for name, text in plugin["served"].items() if not isinstance(text, str)}
+        assert not failed, f"{student} 的服务器没有提供中文插件的这些文件：{failed}"
+        scripts = "".join(plugin["served"].values())
+        for old, new in nbgrader_lab.PLUGIN_CHANGES:  # the Chinese dialogs, and the rule hiding empty prompts
+            assert new in scripts and old not in scripts, old
+        assert seen["language"][student] == "zh_CN", seen["language"][student]
+    instructor = seen["plugin"][INSTRUCTOR]  # nbgrader's own plugin (formgrader checked above)
+    original = json.loads((nbgrader_lab.installed_labextension() / "package.json").read_text(encoding="utf-8"))
+    assert instructor["load"] == original["jupyterlab"]["_build"]["load"] != chinese_entry, instructor["load"]
