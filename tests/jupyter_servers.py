@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import pathlib
@@ -102,3 +103,29 @@ def chromium(viewport=(1280, 900)):
             yield page
         finally:
             browser.close()
+
+
+async def terminal_output(base: str, token: str, typed: str, until: str, timeout: float = 240) -> str:
+    """Open a terminal in a running lab (as the browser does), type ``typed``; return its output up to ``until``."""
+    from tornado.websocket import websocket_connect
+
+    request = urllib.request.Request(f"{base}/api/terminals", data=b"{}", method="POST",
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        name = json.load(response)["name"]
+    ws = await websocket_connect(f"{base.replace('http', 'ws')}/terminals/websocket/{name}?token={token}")
+    out = ""
+    try:
+        await ws.write_message(json.dumps(["stdin", typed + "\r"]))
+        deadline = time.monotonic() + timeout
+        while until not in out:
+            left = deadline - time.monotonic()
+            assert left > 0, f"终端里的命令没有在 {timeout} 秒内结束，输出：\n{out[-4000:]}"
+            message = await asyncio.wait_for(ws.read_message(), left)
+            assert message is not None, f"终端关闭了，输出：\n{out[-4000:]}"
+            kind, *data = json.loads(message)
+            if kind == "stdout":
+                out += data[0]
+    finally:
+        ws.close()
+    return out

@@ -35,6 +35,7 @@ import termios
 import time
 import urllib.request
 
+import jupyter_servers
 import nbformat
 import pytest
 from checkout_copy import REPO, as_user, copy_checkout, reachable_tmp
@@ -324,31 +325,6 @@ def test_make_lab_as_written_as_root(tmp_path):
     assert "Running as root is not recommended" not in log.read_text()
 
 
-async def _terminal(base: str, token: str, typed: str, until: str, timeout: float = 240) -> str:
-    """Open a terminal in the lab (as the browser does), type ``typed``, return its output up to ``until``."""
-    from tornado.websocket import websocket_connect
-
-    request = urllib.request.Request(f"{base}/api/terminals?token={token}", data=b"{}", method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        name = json.load(response)["name"]
-    ws = await websocket_connect(f"{base.replace('http', 'ws')}/terminals/websocket/{name}?token={token}")
-    out = ""
-    try:
-        await ws.write_message(json.dumps(["stdin", typed + "\r"]))
-        deadline = time.monotonic() + timeout
-        while until not in out:
-            left = deadline - time.monotonic()
-            assert left > 0, f"终端里的命令没有在 {timeout} 秒内结束：\n{out[-4000:]}"
-            message = await asyncio.wait_for(ws.read_message(), left)
-            assert message is not None, f"终端关闭了：\n{out[-4000:]}"
-            kind, *data = json.loads(message)
-            if kind == "stdout":
-                out += data[0]
-    finally:
-        ws.close()
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="切换到普通用户 nobody 需要 root")
 def test_make_lab_as_written_as_an_ordinary_user_and_validate_in_its_terminal():
@@ -372,7 +348,8 @@ def _lab_as_nobody(tmp_path: pathlib.Path) -> None:
         _check_lab(base, token, copy)
         typed = _block(STUDENT_GUIDE, f"nbgrader validate {ASSIGNMENT}.ipynb")
         assert typed == [f"cd {ASSIGNMENT}", f"nbgrader validate {ASSIGNMENT}.ipynb"], typed
-        out = asyncio.run(_terminal(base, token, " && ".join(typed) + '; echo "命令""结束了"', "命令结束了\r\n"))
+        typed_line = " && ".join(typed) + '; echo "命令""结束了"'
+        out = asyncio.run(jupyter_servers.terminal_output(base, token, typed_line, "命令结束了\r\n"))
     finally:
         _stop_with_ctrl_c(process, pid, log)
     assert "command not found" not in out and "No nbgrader_config.py" not in out, out[-3000:]

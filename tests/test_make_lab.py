@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import jupyter_servers
 import pytest
@@ -75,38 +74,13 @@ def test_as_root_jupyterlab_gets_allow_root_and_otherwise_not():
     assert lab.lab_command(["--allow-root"], root=True).count("--allow-root") == 1
 
 
-async def _terminal_output(base: str, commands: str, until: str, timeout: float = 180) -> str:
-    """Open a terminal in the running lab, type ``commands``, and return what it printed until ``until`` appears."""
-    from tornado.websocket import websocket_connect
-
-    request = urllib.request.Request(f"{base}/api/terminals", data=b"{}", method="POST",
-                                     headers={"Authorization": f"token {TOKEN}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        name = json.load(response)["name"]
-    ws = await websocket_connect(f"{base.replace('http', 'ws')}/terminals/websocket/{name}?token={TOKEN}")
-    out = ""
-    try:
-        await ws.write_message(json.dumps(["stdin", commands + "\r"]))
-        deadline = time.monotonic() + timeout
-        while until not in out:
-            left = deadline - time.monotonic()
-            assert left > 0, f"终端里的命令没有在 {timeout} 秒内结束，输出：\n{out[-4000:]}"
-            message = await asyncio.wait_for(ws.read_message(), left)
-            assert message is not None, f"终端关闭了，输出：\n{out[-4000:]}"
-            kind, *data = json.loads(message)
-            if kind == "stdout":
-                out += data[0]
-    finally:
-        ws.close()
-    return out
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="以 root 身份运行 make lab 的检查需要 root")
 def test_make_lab_as_root_serves_and_nbgrader_validate_works_in_its_terminal(tmp_path):
     typed = guide_block(f"nbgrader validate {CH05}.ipynb")  # what the 学生指南 says to type in the lab's terminal
     assert typed == [f"cd {CH05}", f"nbgrader validate {CH05}.ipynb"]
     with make_lab(tmp_path) as (base, _):
-        out = asyncio.run(_terminal_output(base, " && ".join(typed) + '; echo "命令""结束了"', "命令结束了\r\n"))
+        typed_line = " && ".join(typed) + '; echo "命令""结束了"'
+        out = asyncio.run(jupyter_servers.terminal_output(base, TOKEN, typed_line, "命令结束了\r\n"))
     assert "command not found" not in out and "No nbgrader_config.py" not in out, out[-3000:]
     assert "有 4 个计分的单元还没有拿到满分" in out, out[-3000:]  # the course's Chinese validator
     assert "Partial credit" not in out and "passed some but not all" not in out, out[-3000:]
