@@ -128,4 +128,9 @@ async def terminal_output(base: str, token: str, typed: str, until: str, timeout
                 out += data[0]
     finally:
         ws.close()
+        # wait for the closing handshake (tornado aborts it after 5 s): a socket still open when the event loop
+        # ends is garbage-collected later, and its ResourceWarning fails whichever test happens to be running
+        with contextlib.suppress(asyncio.TimeoutError):
+            while await asyncio.wait_for(ws.read_message(), 10) is not None:
+                pass
     return out
