@@ -21,11 +21,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: book test bench lint lock release grade grade-class lab
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml grading/jupyter_server_config.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	mkdir -p $(VENV)/etc/jupyter
+	cp grading/jupyter_server_config.py $(VENV)/etc/jupyter/jupyter_server_config.py
 	touch $(STAMP)
 
 book: $(STAMP)
@@ -61,5 +63,9 @@ test: lint
 bench: $(STAMP)
 	$(PY) bench/run.py $(BENCH)
 
+# pip freeze --all keeps setuptools and wheel (the editable install builds without isolation); pip itself is
+# upgraded on its own line of the install above; torch loses its local label (+cpu), which pip matches anyway
 lock: $(STAMP)
-	$(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//' > constraints.txt
+	{ echo '# Exact versions of everything requirements.txt installs (pip freeze; `make lock` rewrites it).'; \
+	  echo '# torch is written without its local label (+cpu): pip matches 2.13.0+cpu against it.'; \
+	  $(PY) -m pip freeze --all --exclude-editable --exclude pip | sed 's/+cpu$$//'; } > constraints.txt

@@ -38,7 +38,7 @@ import subprocess
 
 import nbformat
 import pytest
-from checkout_copy import as_user, reachable_tmp
+from checkout_copy import as_user, copy_checkout, reachable_tmp
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGES = ("book/intro.md", "book/student-guide.md", "book/instructor-guide.md")
@@ -154,8 +154,9 @@ REGISTRY: dict[str, dict] = {
                          "按原文运行（下一条）"),
     "make bench BENCH=kv_cache": _entry(f"{HERE}::test_make_bench_one_bench_as_written", "as written",
                                         "只检查它跑的就是这一项、打印出比值、两种生成结果相同；速度目标属于基准，不在测试里判定"),
-    "make lock": _entry(f"{HERE}::test_make_lock_is_what_the_readme_says", "equivalent",
-                        "make lock 会改写受版本控制的 constraints.txt；测试检查 make -n lock 要运行的正是 pip freeze"),
+    "make lock": _entry(f"{HERE}::test_make_lock_as_written_writes_the_committed_constraints", "as written",
+                        "在检出目录的临时副本里以 root 和普通用户 nobody 各输入一次（它改写 constraints.txt），"
+                        "写出的与提交的 constraints.txt 逐行相同"),
     "sudo apt-get install -y --no-install-recommends chromium fonts-wqy-microhei": _entry(
         "tests/test_provision.py::test_as_root_the_missing_programs_are_installed_with_apt", "equivalent",
         "apt 装的是整台机器的软件；测试核对 provision 以 root 调用的就是这条命令"),
@@ -190,23 +191,20 @@ REGISTRY: dict[str, dict] = {
     "nbgrader generate_feedback ch05-softmax --CourseDirectory.root=课程目录": _entry(
         "tests/test_class_routes.py::test_the_guides_feedback_command_for_a_class_works_as_written", "as written"),
     "nbgrader collect <练习编号>": _entry(ROUTE, "as written", ROOT_COPY + "；<练习编号> 换成 ch05-softmax"),
-    "nbgrader formgrade": _entry("tests/test_hub_exchange.py::test_the_gradebook_holds_what_each_submission_deserves",
-                                 "equivalent", "Formgrader 是交互式服务器；测试通过它的 HTTP 接口人工打分"),
-    ".venv/bin/jupyter lab": _entry("tests/test_student_lab.py::test_the_instructor_still_has_the_formgrader",
-                                    "equivalent", "交互式服务器；测试以教师的设置启动 JupyterLab 并确认有 Formgrader"),
+    ".venv/bin/jupyter lab": _entry(f"{ROUTES}::test_the_instructors_jupyter_lab_as_written_has_the_formgrader",
+                                    "as written", "在检出目录的临时副本的根目录里以 root 和普通用户 nobody 各输入一次，"
+                                    "确认 Formgrader 列出这门课的练习；测试用 SIGTERM 停下它"),
     # JupyterHub: the tested single-server configuration
-    "mkdir -p /srv/nbgrader/exchange && chmod ugo+rw /srv/nbgrader/exchange": _entry(
-        f"{HERE}::test_the_hub_exchange_directory_as_written", "as written",
-        "以 root 输入（正文这样说），在一个私有的挂载命名空间里，/srv 是一个空的 tmpfs：这台机器的 /srv 不变"),
-    "export NBGRADER_EXCHANGE=/srv/nbgrader/exchange": _entry(
-        "tests/test_hub_exchange.py::test_each_submission_is_filed_under_its_students_name", "equivalent",
-        "测试设置同一个环境变量，指向临时目录"),
-    "export ATTENTION_HUB_HOMES=/srv/attention-hub/home": _entry(
-        "tests/test_hub_exchange.py::test_each_submission_is_filed_under_its_students_name", "equivalent",
-        "测试设置同一个环境变量，指向临时目录"),
-    'PATH="$PWD/.venv/hub-proxy/node_modules/.bin:$PATH" .venv/bin/jupyterhub -f grading/hub/jupyterhub_config.py':
-        _entry("tests/test_hub_exchange.py::test_in_a_class_the_students_assignment_list_works_and_the_instructor_keeps"
-               "_the_formgrader", "equivalent", "测试用同一个配置文件启动 JupyterHub"),
+    **{command: _entry(f"{ROUTES}::test_the_hub_block_of_the_instructor_guide_as_written", "as written",
+                       "四行一起以 root 在检出目录的临时副本的根目录里输入，在一个私有的挂载命名空间里，"
+                       "/srv 是一个空的 tmpfs（这台机器的 /srv 不变）；Hub 在默认端口上回答后用 SIGTERM 停下；"
+                       "班级的完整流程见 "
+                       "tests/test_hub_exchange.py（同一份配置）")
+       for command in ("mkdir -p /srv/nbgrader/exchange && chmod ugo+rw /srv/nbgrader/exchange",
+                       "export NBGRADER_EXCHANGE=/srv/nbgrader/exchange",
+                       "export ATTENTION_HUB_HOMES=/srv/attention-hub/home",
+                       'PATH="$PWD/.venv/hub-proxy/node_modules/.bin:$PATH" .venv/bin/jupyterhub -f '
+                       "grading/hub/jupyterhub_config.py")},
     "cd ~/attention-zh": _entry(ROUTE, "as written", HUB_TERMINAL),
     "nbgrader generate_assignment ch05-softmax --course attention-zh --force": _entry(ROUTE, "as written",
                                                                                     HUB_TERMINAL),
@@ -389,11 +387,40 @@ def test_make_lint_as_written():
     assert "All checks passed" in run.stdout
 
 
-def test_make_lock_is_what_the_readme_says():
-    """``make lock`` rewrites constraints.txt from ``pip freeze`` (dry run: the file is tracked)."""
-    run = _run("make -n lock", timeout=120)
-    assert run.returncode == 0, run.stderr
-    assert re.search(r"\.venv/bin/python -m pip freeze --exclude-editable .*> constraints\.txt", run.stdout)
+def _pins(text: str) -> dict[str, str]:
+    """``{normalised name: line}`` of a constraints file's pins (PEP 503 names: case and ``-_.`` do not matter)."""
+    return {re.sub(r"[-_.]+", "-", line.split("==")[0]).lower(): line
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_make_lock_as_written_writes_the_committed_constraints(tmp_path, user):
+    """README: ``make lock`` from the root of a copy of the checkout rewrites constraints.txt; it must write the
+    committed file back line for line (its comment header included), so a maintainer who runs it after changing
+    requirements.txt sees only the versions that changed."""
+    if user != "root" and os.geteuid() != 0:
+        pytest.skip("切换到普通用户 nobody 需要 root")
+    command = _guide_command("make lock", "README.md")
+    with reachable_tmp() as tmp:
+        copy = copy_checkout(tmp / "repo", owner=None if user == "root" else user)
+        written = copy / "constraints.txt"
+        os.utime(written, (1, 1))  # so a rewrite shows (and the file stays older than .venv/.installed)
+        argv = ["bash", "-c", command] if user == "root" else as_user(f"cd {copy} && {command}", user=user)
+        run = subprocess.run(argv, cwd=copy, env=_plain_env(), capture_output=True, text=True, timeout=300,
+                             check=False)
+        assert run.returncode == 0 and written.stat().st_mtime > 1, run.stdout + run.stderr
+        written, committed = written.read_text(encoding="utf-8"), (REPO / "constraints.txt").read_text(encoding="utf-8")
+    # a long-lived environment may keep packages an older requirements.txt installed (pip never removes them);
+    # a fresh one (CI's) has none, and then the two files are equal as they stand
+    fresh, pinned = _pins(written), _pins(committed)
+    leftovers = set(fresh) - set(pinned)
+    required = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0]).lower()
+                for line in (REPO / "requirements.txt").read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith("#")}
+    assert not leftovers & required, sorted(leftovers & required)
+    kept = [line for line in written.splitlines() if not line or line.startswith("#") or
+            re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() not in leftovers]
+    assert kept == committed.splitlines(), "make lock 写出的 constraints.txt 与提交的不同：请运行 make lock 并提交"
 
 
 @pytest.mark.slow

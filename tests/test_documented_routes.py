@@ -29,7 +29,9 @@ import os
 import pathlib
 import pty
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import termios
 import time
@@ -256,14 +258,6 @@ def _serve(args: list[str], cwd: pathlib.Path, env: dict, runtime: pathlib.Path,
 CTRL_C_BOUND = 30
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _stop_with_ctrl_c(process: subprocess.Popen, server_pid: int, log: pathlib.Path, terminal: int | None = None):
     """What a student does in the terminal running ``make lab``: Ctrl+C, once.
 
@@ -281,13 +275,13 @@ def _stop_with_ctrl_c(process: subprocess.Popen, server_pid: int, log: pathlib.P
         process.wait(timeout=CTRL_C_BOUND)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        if _alive(server_pid):  # JupyterLab runs in a process group of its own (scripts/lab.py)
+        if jupyter_servers.alive(server_pid):  # JupyterLab runs in a process group of its own (scripts/lab.py)
             os.kill(server_pid, signal.SIGTERM)
         raise AssertionError(f"按一次 Ctrl+C 没有在 {CTRL_C_BOUND} 秒内停下 make lab：\n{log.read_text()[-3000:]}") \
             from None
-    while _alive(server_pid) and time.monotonic() - started < CTRL_C_BOUND:
+    while jupyter_servers.alive(server_pid) and time.monotonic() - started < CTRL_C_BOUND:
         time.sleep(0.2)
-    if _alive(server_pid):
+    if jupyter_servers.alive(server_pid):
         os.kill(server_pid, signal.SIGTERM)
         raise AssertionError(f"按一次 Ctrl+C 之后 JupyterLab 还在运行：\n{log.read_text()[-3000:]}")
     text = log.read_text()
@@ -355,3 +349,120 @@ def _lab_as_nobody(tmp_path: pathlib.Path) -> None:
     assert "command not found" not in out and "No nbgrader_config.py" not in out, out[-3000:]
     assert "还没有拿到满分" in out and "Traceback" not in out, out[-3000:]
     assert "--allow-root" not in log.read_text()
+
+
+# --------------------------------------------------------------------------- the instructor's JupyterLab
+
+def _instructor_lab(copy: pathlib.Path, tmp: pathlib.Path, home: pathlib.Path, argv_of) -> str:
+    """Type the 教师指南's ``.venv/bin/jupyter lab`` at the root of ``copy``; return the Formgrader's page.
+
+    ``argv_of(command)`` gives the arguments that type it (as root or as another user).  The server is stopped
+    by a SIGTERM to its process group once the Formgrader has answered.
+    """
+    command = _span(GUIDE, r"\.venv/bin/jupyter lab")
+    log = tmp / "instructor-lab.log"
+    process, base, token, pid = _serve(argv_of(command), copy, _lab_env(tmp, home), tmp / "runtime", log)
+    try:
+        with urllib.request.urlopen(f"{base}/formgrader?token={token}", timeout=60) as reply:
+            page = reply.read().decode("utf-8", "replace")
+        with urllib.request.urlopen(f"{base}/formgrader/api/assignments?token={token}", timeout=60) as reply:
+            listed = [a["name"] for a in json.load(reply)]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+    text = log.read_text()
+    assert "Running as root is not recommended" not in text and "Traceback" not in text, text[-3000:]
+    assert ASSIGNMENT in listed, listed  # the Formgrader of the course in this directory (solutions/)
+    return page
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_the_instructors_jupyter_lab_as_written_has_the_formgrader(user):
+    """The 教师指南: ``.venv/bin/jupyter lab`` typed at the repository root opens a JupyterLab with the Formgrader
+    of this course, as root (Docker images, cloud VMs) and as an ordinary user."""
+    if os.geteuid() != 0:
+        pytest.skip("以 root 和以普通用户 nobody 各输入一次，需要 root")
+    with reachable_tmp() as tmp:
+        owner = None if user == "root" else user
+        copy = copy_checkout(tmp / "repo", owner=owner)
+        home, runtime = tmp / "home", tmp / "runtime"
+        for folder in (home, runtime):
+            folder.mkdir()
+            if owner:
+                subprocess.run(["chown", f"{owner}:", str(folder)], check=True)
+        runtime.chmod(0o700)
+        page = _instructor_lab(copy, tmp, home, (lambda c: ["bash", "-c", c]) if user == "root"
+                               else (lambda c: as_user(c, user=user, home=home)))
+    assert "formgrader" in page.lower(), page[:2000]
+
+
+# --------------------------------------------------------------------------- the class's JupyterHub
+
+#: JupyterHub's own defaults, which the class's config keeps: the public port, the hub's, the proxy's API.
+HUB_PORTS = (8000, 8081, 8001)
+HUB_FILES = ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "jupyterhub-proxy.pid")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="这一段的第一行要以 root 输入，并在私有挂载命名空间里换掉 /srv，需要 root 和 unshare")
+def test_the_hub_block_of_the_instructor_guide_as_written(tmp_path):
+    """The 教师指南's 一台服务器 block, its four lines typed as root at the root of a copy of the checkout: the hub
+    starts on its default ports behind the proxy and answers; one SIGTERM stops it and its proxy; what it writes
+    into the checkout is ignored by git.  (``tests/test_hub_exchange.py`` runs the class on the same config.)
+
+    Typed in a private mount namespace whose ``/srv`` is an empty tmpfs: the machine's ``/srv`` is not changed.
+    """
+    lines = _block(GUIDE, "jupyterhub -f grading/hub/jupyterhub_config.py")
+    assert len(lines) == 4 and lines[0].startswith("mkdir -p /srv/") and "jupyterhub -f" in lines[-1], lines
+    if not (REPO / ".venv" / "hub-proxy" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
+        pytest.skip("没有 .venv/hub-proxy（make test 先用 npm 装上 configurable-http-proxy）")
+    busy = [port for port in HUB_PORTS if _listening(port)]
+    if busy:
+        pytest.skip(f"JupyterHub 的默认端口 {busy} 已被占用：照原样输入的 Hub 启动不了")
+    copy = copy_checkout(tmp_path / "repo")
+    typed = tmp_path / "typed.sh"
+    typed.write_text("mount -t tmpfs -o mode=755 tmpfs /srv\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    log = tmp_path / "hub.log"
+    with log.open("w") as fh:
+        hub = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "bash", str(typed)],
+                               cwd=copy, env=_plain_env(), stdout=fh, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline, answer = time.monotonic() + 120, None
+        while answer is None:
+            assert hub.poll() is None and time.monotonic() < deadline, \
+                f"照原样输入的 Hub 没有启动（退出码 {hub.poll()}）：\n{log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:8000/hub/api", timeout=5) as reply:
+                    answer = json.load(reply)
+            except OSError:
+                time.sleep(0.5)
+        with urllib.request.urlopen("http://127.0.0.1:8000/hub/login", timeout=30) as reply:
+            assert reply.status == 200 and "password" in reply.read().decode("utf-8", "replace")
+    finally:
+        os.killpg(hub.pid, signal.SIGTERM)
+        try:
+            hub.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(hub.pid, signal.SIGKILL)
+            raise
+    assert answer["version"].startswith("6.1"), answer
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    deadline = time.monotonic() + 30
+    while any(map(_listening, HUB_PORTS)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(map(_listening, HUB_PORTS)), "SIGTERM 之后 Hub 或它的代理还在监听"
+    written = sorted(p.name for p in copy.iterdir() if p.name in HUB_FILES or p.name.startswith("jupyterhub"))
+    assert written, "Hub 没有在仓库根目录写下它的状态文件？"
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True,
+                             text=True, check=False).stdout.split()
+    left = sorted(set(written) - set(ignored))
+    assert not left, f"Hub 写在仓库根目录的这些文件没有被 .gitignore 忽略：{left}"
