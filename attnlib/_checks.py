@@ -265,3 +265,27 @@ def check_positions(name: str, positions, n: int):
         raise ValueError(f"{name} 的位置必须互不相同且在 [0, {n}) 之内 (positions must be distinct and in range)，"
                          f"收到 {list(positions)!r}。")
     return arr
+
+
+def check_groups(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> tuple[tuple, int]:
+    """Grouped-query attention: q ``(..., h, n_q, d_k)``, k ``(..., h_kv, n_k, d_k)``, v ``(..., h_kv, n_k, d_v)``.
+
+    ``h_kv`` must divide ``h``.  Returns ``(broadcast batch shape without the heads, h // h_kv)``.
+    """
+    for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
+        check_min_ndim(name, shape, 3)
+    h, h_kv = q_shape[-3], k_shape[-3]
+    if v_shape[-3] != h_kv:
+        raise ValueError(f"k 与 v 的键/值头数必须相同 (key/value heads mismatch)：k.shape={k_shape} 有 {h_kv} 个头，"
+                         f"v.shape={v_shape} 有 {v_shape[-3]} 个头。")
+    if h % h_kv:
+        raise ValueError(f"查询头数 h={h} 必须是键/值头数 h_kv={h_kv} 的整数倍 (h_kv must divide h)："
+                         f"q.shape={q_shape}，k.shape={k_shape}。")
+    if q_shape[-1] != k_shape[-1]:
+        raise ValueError(f"q 与 k 的最后一维 d_k 必须相同 (d_k mismatch): "
+                         f"q.shape={q_shape} 的 d_k={q_shape[-1]}，k.shape={k_shape} 的 d_k={k_shape[-1]}。")
+    if k_shape[-2] != v_shape[-2]:
+        raise ValueError(f"k 与 v 的序列长度必须相同 (key/value length mismatch): "
+                         f"k.shape={k_shape} 有 {k_shape[-2]} 个键，v.shape={v_shape} 有 {v_shape[-2]} 个值。")
+    batch = broadcast_batch({"q": q_shape[:-1], "k": k_shape[:-1], "v": v_shape[:-1]})  # leading dims, heads dropped
+    return batch, h // h_kv

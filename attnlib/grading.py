@@ -597,7 +597,7 @@ class Checks:
             earned = min(earned, self.points * ESSENTIAL_CAP)
             summary += (f"；本题要点没有做到（首先未通过的要点检查：{self.essential_failed[0]}），"
                         f"得分最多为本题分值的三分之一")
-        print(f"{summary}，得分 {_fmt(earned)} / {_fmt(self.points)}")
+        print(f"{summary}，得分 {points_text(earned)} / {points_text(self.points)}")
         return Score(earned)
 
     def _note(self, message: str) -> None:
@@ -605,8 +605,10 @@ class Checks:
         print(message)
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".")
+def points_text(x: float) -> str:
+    """A score as the course prints it everywhere: ``1.0 -> "1"``, ``2/3 -> "0.67"``, never ``"-0"``."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def _call_text(func, args, kwargs) -> str:

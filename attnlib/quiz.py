@@ -29,7 +29,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
-from attnlib.grading import Score
+from attnlib.grading import Score, points_text
 
 __all__ = [
     "InvalidAnswer", "MISSING", "check_format", "format_letters", "grade", "parse_answer",
@@ -224,7 +224,7 @@ def render_feedback(*, number, answer_text: str, problem: str | None, key, expla
     else:
         verdict = "错误"
     lines = [
-        f"第 {number} 题（{kind}，{_num(points)} 分）：{verdict}，得 {_num(earned)} 分",
+        f"第 {number} 题（{kind}，{points_text(points)} 分）：{verdict}，得 {points_text(earned)} 分",
         f"  你的答案：{answer_text}",
     ]
     if problem is not None:
@@ -235,12 +235,6 @@ def render_feedback(*, number, answer_text: str, problem: str | None, key, expla
         mark = "✓ 正确选项" if letter in key else "✗ 错误选项"
         lines.append(f"    {letter}（{mark}）{text}")
     return "\n".join(lines)
-
-
-def _num(x: float) -> str:
-    """``1.0 -> "1"``, ``2/3 -> "0.67"``, never ``"-0"``."""
-    text = f"{x:.2f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
 
 
 def grade(answer, *, key: str, explanations: Mapping[str, str], multi: bool = False, points: float = 1.0,

@@ -70,3 +70,19 @@ class Course:
 
     def path(self, *parts: str) -> pathlib.Path:
         return self.root.joinpath(*parts)
+
+    def submit(self, assignment: str, student: str, notebook) -> pathlib.Path:
+        """File ``notebook`` as ``student``'s submission: ``submitted/<student>/<assignment>/<assignment>.ipynb``.
+
+        ``notebook`` is an nbformat notebook or the file's text (which may be damaged on purpose); returns the path.
+        """
+        import nbformat  # only the course's users need it, not the release script's import
+
+        dest = self.path("submitted", student, assignment)
+        dest.mkdir(parents=True)
+        path = dest / f"{assignment}.ipynb"
+        if isinstance(notebook, str):
+            path.write_text(notebook, encoding="utf-8")
+        else:
+            nbformat.write(notebook, str(path))
+        return path

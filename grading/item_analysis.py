@@ -38,6 +38,7 @@ import nbformat
 import numpy as np
 
 from attnlib import quiz
+from attnlib.grading import points_text
 
 __all__ = [
     "BLANK", "INVALID", "AssignmentData", "CellStats", "Choice", "OptionStats", "QuizItem", "Submission",
@@ -783,7 +784,7 @@ def _num(x) -> str:
     """A score for display: ``2.0 -> "2"``, ``1.3333 -> "1.33"``; NaN -> ``"—"``."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return f"{x:.2f}".rstrip("0").rstrip(".")
+    return points_text(x)
 
 
 def _pct(x: float) -> str:

@@ -32,8 +32,9 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from grade_samples import _num, format_table, read_gradebook  # noqa: E402
+from grade_samples import format_table, read_gradebook  # noqa: E402
 
+from attnlib.grading import points_text  # noqa: E402
 from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class  # noqa: E402
 from grading.course import REPO  # noqa: E402
 from grading.sandbox import SandboxError  # noqa: E402
@@ -86,7 +87,8 @@ def summary(report: ClassReport, course: pathlib.Path, jobs: int) -> str:
     if ungraded:
         lines += ["", f"未能评分的 {len(ungraded)} 份（{'、'.join(ungraded)}）在 CSV 里得分为空、status 为“无法评分”，"
                       "请单独处理；其余提交都已评分。"]
-    lines += ["", f"{report.assignment}：{n} 份提交，{len(ungraded)} 份未评分；用时 {_num(report.wall_seconds)} s"
+    took = points_text(report.wall_seconds)
+    lines += ["", f"{report.assignment}：{n} 份提交，{len(ungraded)} 份未评分；用时 {took} s"
                   f"（{jobs} 个进程并行，平均 {per:.2f} s/份）",
               f"成绩表 CSV：{report.csv_path}"]
     return "\n".join(lines)

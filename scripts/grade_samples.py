@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from attnlib.grading import points_text  # noqa: E402
 from grading.course import REPO, Course, assignments  # noqa: E402
 from grading.samples import BROKEN_SUFFIX  # noqa: E402
 
@@ -180,7 +181,7 @@ def format_table(results: list[Result], ungraded: dict | None = None) -> str:
         table = [header]
         for r in sorted(rows, key=lambda r: r.student):
             shown = [_cell_text(*r.cells[c]) if c in r.cells else "-" for c in cells]
-            table.append([r.student, _num(r.score), _num(r.max_score), *shown])
+            table.append([r.student, points_text(r.score), points_text(r.max_score), *shown])
         for student in sorted(ungraded.get(assignment, [])):
             table.append([student, "无法评分", "-", *["-" for _ in cells]])
         widths = [max(_width(row[i]) for row in table) for i in range(len(header))]
@@ -191,11 +192,7 @@ def format_table(results: list[Result], ungraded: dict | None = None) -> str:
 
 
 def _cell_text(score, max_score) -> str:
-    return f"待批改/{_num(max_score)}" if score is None else f"{_num(score)}/{_num(max_score)}"
-
-
-def _num(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".")
+    return f"待批改/{points_text(max_score)}" if score is None else f"{points_text(score)}/{points_text(max_score)}"
 
 
 def _width(text: str) -> int:

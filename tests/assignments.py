@@ -60,9 +60,7 @@ def autograde(course, assignment: str, submissions: dict[str, nbformat.NotebookN
     from nbgrader.api import Gradebook
 
     for student, nb in submissions.items():
-        dest = course.path("submitted", student, assignment)
-        dest.mkdir(parents=True)
-        nbformat.write(nb, str(dest / f"{assignment}.ipynb"))
+        course.submit(assignment, student, nb)
     course.nbgrader("autograde", assignment, "--force")
     scores = {}
     with Gradebook(f"sqlite:///{course.path('gradebook.db')}") as gb:

@@ -141,6 +141,15 @@ CHAPTERS: list[Chapter] = [
             released=("def occlusion_effect",),
             points={"test_cosine_scores": 3, "test_occlusion_effect": 3,
             "test_softmax_backward": 2}),
+    Chapter("ch15-positions", answers=("C", "B", "D", "AC"), glue_fills={"kind": ("none", "sin", "rope")},
+            terms=(*TERMS, "位置编码（positional encoding）", "旋转位置编码（rotary position embedding）",
+                   "ALiBi（attention with linear biases）"),
+            released=("def rope", "def alibi", "def rope_decode_step"),
+            points={"test_rope": 3, "test_alibi": 2, "test_rope_decode_step": 3}),
+    Chapter("ch16-gqa", answers=("B", "A", "AC", "C"),
+            terms=(*TERMS, "多查询注意力（multi-query attention）", "分组查询注意力（grouped-query attention）"),
+            released=("def grouped_query_attention", "def gqa_cache_bytes", "def pool_kv_heads"),
+            points={"test_grouped_query_attention": 3, "test_gqa_cache_bytes": 2, "test_pool_kv_heads": 3}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}

@@ -24,6 +24,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def stop(process: subprocess.Popen, timeout: float = 20) -> None:
     """Terminate ``process``, kill it if it lingers ``timeout`` seconds, and reap it."""
     process.terminate()

@@ -16,6 +16,7 @@ import re
 
 import nbformat
 import pytest
+import yaml
 from assignments import MARKERS
 from chapters import CHAPTERS, NOT_LESSONS, letters, questions, toc_chapters
 from lessons import (
@@ -37,6 +38,21 @@ def test_every_chapter_of_the_toc_is_in_the_table():
     toc = toc_chapters()
     assert [name for name in toc if name not in NOT_LESSONS] == [c.name for c in CHAPTERS]
     assert set(NOT_LESSONS) <= set(toc)
+
+
+CHINESE_NUMERALS = "零一二三四五六七八九十"
+
+
+def test_the_preface_counts_the_parts_and_chapters_of_the_toc():
+    """The 前言's 课程路线 says how many parts and chapters the book has, and lists each part: as the toc has them."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    parts = [part["caption"] for part in toc["parts"] if part["caption"] != "附录"]
+    text = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    said = re.search(r"全书分为(.)个部分和附录，共 (\d+) 章", text)
+    assert said, "前言里找不到“全书分为……个部分和附录，共 …… 章”"
+    assert (CHINESE_NUMERALS.index(said[1]), int(said[2])) == (len(parts), len(toc_chapters()))
+    listed = re.findall(r"^- \*\*(第.部分 \S+)\*\*：", text, re.M)
+    assert listed == parts, (listed, parts)
 
 
 # --------------------------------------------------------------------------- the page

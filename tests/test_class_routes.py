@@ -43,14 +43,6 @@ def _class() -> dict:
             "blank": samples.fill(RELEASE, {}, None), "broken_json": text[: len(text) // 2]}
 
 
-def _submit(course: Course, students: dict) -> None:
-    for student, nb in students.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        path = dest / f"{ASSIGNMENT}.ipynb"
-        path.write_text(nb, encoding="utf-8") if isinstance(nb, str) else nbformat.write(nb, str(path))
-
-
 def _csv(path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -62,7 +54,8 @@ def manual(tmp_path_factory):
     course = Course(tmp_path_factory.mktemp("manual"), {"Execute.timeout": TIMEOUT})
     course.add_sources([ASSIGNMENT])
     course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    _submit(course, _class())
+    for student, nb in _class().items():
+        course.submit(ASSIGNMENT, student, nb)
     course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
     course.nbgrader("export", f"--to={course.path('grades.csv')}")
     return course
@@ -72,7 +65,8 @@ def manual(tmp_path_factory):
 def by_class(tmp_path_factory):
     """``make grade-class``'s script on the same class; its exit status, output and the class folder."""
     course = Course(tmp_path_factory.mktemp("class"))
-    _submit(course, _class())
+    for student, nb in _class().items():
+        course.submit(ASSIGNMENT, student, nb)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = grade_class.main([ASSIGNMENT, "--course", str(course.root), "--jobs", "2",

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from attnlib import torch as att
-from attnlib.torch.decoder import TinyDecoder, sinusoidal_positions
+from attnlib.torch.decoder import TinyDecoder
+from attnlib.torch.positions import sinusoidal_positions
 
 
 def small(**kwargs) -> TinyDecoder:
@@ -122,12 +123,16 @@ def test_a_step_takes_the_next_position():
 
 
 def test_sinusoidal_positions():
-    p = sinusoidal_positions(0, 8, 6, dtype=torch.float64)
-    assert p.shape == (8, 6)
+    """The decoder's codes come from attnlib.torch.positions (float64, converted by the model)."""
+    p = sinusoidal_positions(8, 6)
+    assert p.shape == (8, 6) and p.dtype == torch.float64
     assert torch.equal(p[0], torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0], dtype=torch.float64))
     assert math.isclose(p[3, 2], math.sin(3 / 10000 ** (2 / 6)))
-    torch.testing.assert_close(sinusoidal_positions(5, 3, 6, dtype=torch.float64), p[5:])
-    assert sinusoidal_positions(0, 2, 5).shape == (2, 5)  # an odd width drops the last cosine
+    torch.testing.assert_close(sinusoidal_positions(3, 6, start=5), p[5:])
+    assert sinusoidal_positions(2, 5).shape == (2, 5)  # an odd width drops the last cosine
+    model = small(d_model=8, n_heads=2, n_layers=1)
+    assert model._table.dtype == model.dtype
+    torch.testing.assert_close(model._table, sinusoidal_positions(64, 8).to(model.dtype))
 
 
 def test_positions_beyond_the_first_table():

@@ -46,14 +46,6 @@ def _submissions() -> dict[str, str | nbformat.NotebookNode]:
     }
 
 
-def _submit(course: Course, students: dict) -> None:
-    for student, nb in students.items():
-        dest = course.path("submitted", student, ASSIGNMENT)
-        dest.mkdir(parents=True)
-        path = dest / f"{ASSIGNMENT}.ipynb"
-        path.write_text(nb, encoding="utf-8") if isinstance(nb, str) else nbformat.write(nb, str(path))
-
-
 _BY_NAME = """JOIN base_cell bc ON {t}.cell_id = bc.id JOIN submitted_notebook sn ON {t}.notebook_id = sn.id
               JOIN notebook n ON sn.notebook_id = n.id JOIN submitted_assignment sa ON sn.assignment_id = sa.id
               JOIN student st ON sa.student_id = st.id"""
@@ -86,7 +78,8 @@ def runs(tmp_path_factory):
     """The class graded in parallel (twice, through the command line) and serially by plain nbgrader."""
     students = _submissions()
     parallel = Course(tmp_path_factory.mktemp("parallel"))
-    _submit(parallel, students)
+    for student, nb in students.items():
+        parallel.submit(ASSIGNMENT, student, nb)
     argv = [ASSIGNMENT, "--course", str(parallel.root), "--jobs", "2", "--timeout", str(TIMEOUT),
             "--memory-gb", str(MEMORY_GB)]
     return {"students": students, "parallel": parallel, "argv": argv}
@@ -111,7 +104,8 @@ def serial(runs, tmp_path_factory):
     course = Course(tmp_path_factory.mktemp("serial"), {"Execute.timeout": TIMEOUT})
     course.add_sources([ASSIGNMENT])
     course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    _submit(course, runs["students"])
+    for student, nb in runs["students"].items():
+        course.submit(ASSIGNMENT, student, nb)
     proc = course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
     assert proc.returncode == 1  # the broken submissions
     return gradebook_rows(course.path("gradebook.db"))
@@ -205,8 +199,9 @@ def test_a_submission_that_kills_its_grading_process_is_named_and_the_others_sti
     model = samples.model_solutions(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
     killer = "import os\nimport signal\n\nos.kill(os.getppid(), signal.SIGKILL)  # the kernel's parent: the worker"
     course = Course(tmp_path)
-    _submit(course, {"killer": samples.fill(RELEASE, {**model, "softmax_temperature": killer}),
-                     "right": samples.fill(RELEASE, model)})
+    for student, nb in {"killer": samples.fill(RELEASE, {**model, "softmax_temperature": killer}),
+                        "right": samples.fill(RELEASE, model)}.items():
+        course.submit(ASSIGNMENT, student, nb)
     report = class_grading.grade_class(course.root, ASSIGNMENT, jobs=2, overrides={"Execute.timeout": TIMEOUT})
     assert report.ungraded == ["killer"]
     assert report.problem_lines() == [f"killer：{class_grading.WORKER_DIED}"]

@@ -92,21 +92,13 @@ def test_sigterm_stops_jupyterlab_too(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) is not None
         deadline = time.monotonic() + 30
-        while _alive(server["pid"]) and time.monotonic() < deadline:
+        while jupyter_servers.alive(server["pid"]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _alive(server["pid"]), "lab.py 收到 SIGTERM 后 JupyterLab 还在运行"
+        assert not jupyter_servers.alive(server["pid"]), "lab.py 收到 SIGTERM 后 JupyterLab 还在运行"
 
 
 def _servers(runtime: pathlib.Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in runtime.glob("jpserver-*.json")]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_every_table_that_names_make_lab_says_it_opens_the_working_copy():

@@ -30,7 +30,7 @@ from attnlib import quiz
 from attnlib import torch as att
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-QUIZZES = ("quiz-sdpa", "quiz-qkv")
+QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -98,7 +98,7 @@ def test_partial_credit_adds_up_exactly_and_shows_two_decimals():
     parts = [quiz.score("ABC", "ABD", multi=True, points=2) for _ in range(3)]
     assert sum(parts) == pytest.approx(2.0, abs=1e-12)
     assert 9 + quiz.score("AB", "ABD", multi=True, points=1) == pytest.approx(29 / 3)
-    assert quiz._num(2 / 3) == "0.67" and quiz._num(2.0) == "2" and quiz._num(-0.0) == "0"
+    assert quiz.points_text(2 / 3) == "0.67" and quiz.points_text(2.0) == "2" and quiz.points_text(-0.0) == "0"
 
 
 def test_single_choice_is_all_or_nothing():
@@ -405,9 +405,18 @@ EXPECTED = {
         # "Z", "A" (right), stub left (must not reuse q02's "A"), "CC", [], 3.0, {"C", 3}, "ABCDE", "A-B", b"AB"
         "invalid-answers": [0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
     },
+    "quiz-modern": {
+        "all-correct": [1, 2, 1, 1, 1, 1, 2, 2, 1, 1],
+        # "b", ["d"] (1 of 2), "Ｃ", ("D",), "c", {"c"}, "A，B，D" (2-1 of 2), "A B C D" (3-1 of 3), " d. ", "D"
+        "mixed-formats": [1, 1, 1, 1, 0, 1, 1, 4 / 3, 1, 0],
+        # "", "AE", "C" (right), no answer at all (must not reuse q03's "C"), "AA", 16, "A+B", ["A", None],
+        # "AB" (single), "答案B"
+        "invalid-answers": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
+    },
 }
 TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "source": 13, "blank": 0}}
+          "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "source": 13, "blank": 0},
+          "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "source": 13, "blank": 0}}
 
 
 def test_sample_sheets_are_release_notebooks_with_answers():

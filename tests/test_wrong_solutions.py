@@ -46,6 +46,8 @@ MUST_BE_ESSENTIAL = {
     "ch07-parallel/no_max_shift", "ch08-masks/mask_after_softmax", "ch08-masks/inverted_polarity",
     "ch10-efficiency/tiles_keep_every_block", "ch10-efficiency/window_by_dense_mask",
     "ch11-kv-cache/values_not_appended", "ch11-kv-cache/attend_before_append", "ch11-kv-cache/no_causal_mask",
+    "ch15-positions/rope_half_split", "ch15-positions/rope_wrong_frequency",
+    "ch15-positions/decode_positions_from_zero",
 }
 
 pytestmark = pytest.mark.grading

@@ -6,11 +6,13 @@ Every function here has a twin with the same name and signature in
 
 from .attention import scaled_dot_product_attention
 from .flash import flash_attention
+from .gqa import grouped_query_attention
 from .kv_cache import KVCache, cached_attention
 from .linear import linear_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads
 from .parallel import attention_loop, rnn_scan
+from .positions import alibi_bias, apply_rope, sinusoidal_positions
 from .projection import qkv_projection
 from .scaling import dot_product_variance, sample_dot_products, softmax_grad_norm, weight_entropy
 from .scores import attention_scores, cosine_scores
@@ -22,4 +24,6 @@ __all__ = [
     "attention_scores", "causal_mask", "cosine_scores", "dot_product_variance", "flash_attention", "merge_heads",
     "multi_head_attention", "padding_mask", "qkv_projection", "sample_dot_products", "scaled_dot_product_attention",
     "sliding_window_mask", "softmax", "softmax_grad_norm", "split_heads", "weight_entropy",
+    "alibi_bias", "apply_rope", "sinusoidal_positions",
+    "grouped_query_attention",
 ]

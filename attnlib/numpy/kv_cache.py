@@ -11,7 +11,10 @@ scores.  The price is memory that grows with every token::
     bytes = layers x 2 (K and V) x tokens x heads x d_head x bytes per number  (x batch)
 
 ``KVCache`` stores them; :func:`cached_attention` appends a step's keys and
-values to a layer and attends the step's queries to everything cached.
+values to a layer and attends the step's queries to everything cached.  With
+grouped-query attention (chapter 16) the ``n_heads`` query heads share
+``n_kv_heads`` key/value heads, and only those are stored: "heads" in the
+formula above is then ``n_kv_heads``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from .. import _checks
 from ._arrays import as_float_arrays
 from .attention import scaled_dot_product_attention
+from .gqa import grouped_query_attention
 
 
 class KVCache:
@@ -29,7 +33,11 @@ class KVCache:
     Parameters
     ----------
     n_layers, n_heads, d_head : int >= 1
-        The decoder's shape; keys and values of one layer are (..., n_heads, tokens, d_head).
+        The decoder's shape: layers, query heads, width of a head.
+    n_kv_heads : int >= 1, optional
+        Key/value heads stored (grouped-query attention, chapter 16); it divides ``n_heads``.
+        ``None``: ``n_heads`` (multi-head attention).  Keys and values of one layer are
+        (..., n_kv_heads, tokens, d_head).
     capacity : int >= 1
         Tokens stored before the buffers grow (they double when full, so appending
         t tokens one by one copies O(t) numbers in total, not O(t^2)).
@@ -39,12 +47,14 @@ class KVCache:
     length : int
         Tokens cached (in every layer, once each layer has received the step).
     nbytes : int
-        Bytes of the cached keys and values: ``layers x 2 x length x heads x d_head x itemsize (x batch)``.
+        Bytes of the cached keys and values:
+        ``layers x 2 x length x n_kv_heads x d_head x itemsize (x batch)``.
     """
 
-    def __init__(self, n_layers, n_heads, d_head, *, capacity=64):
+    def __init__(self, n_layers, n_heads, d_head, *, n_kv_heads=None, capacity=64):
         self.n_layers = _checks.check_count("n_layers", n_layers)
         self.n_heads = _checks.check_count("n_heads", n_heads)
+        self.n_kv_heads = self._check_kv_heads(n_kv_heads)
         self.d_head = _checks.check_count("d_head", d_head)
         self._capacity = _checks.check_count("capacity", capacity)
         self._keys = [None] * self.n_layers  # per layer: (..., heads, capacity, d_head)
@@ -60,11 +70,11 @@ class KVCache:
         return sum(self._stored_bytes(layer) for layer in range(self.n_layers))
 
     def append(self, layer, k, v):
-        """Add keys ``k`` and values ``v`` of new positions, (..., n_heads, t_new, d_head), to ``layer``.
+        """Add keys ``k`` and values ``v`` of new positions, (..., n_kv_heads, t_new, d_head), to ``layer``.
 
         Returns
         -------
-        keys, values : ndarray, shape (..., n_heads, length, d_head)
+        keys, values : ndarray, shape (..., n_kv_heads, length, d_head)
             Everything this layer has cached, the new positions last (views, no copy).
         """
         layer = self._check_layer(layer)
@@ -80,7 +90,7 @@ class KVCache:
         return self.read(layer)
 
     def read(self, layer):
-        """The cached keys and values of ``layer``: (..., n_heads, length, d_head) each (views)."""
+        """The cached keys and values of ``layer``: (..., n_kv_heads, length, d_head) each (views)."""
         layer = self._check_layer(layer)
         if self._keys[layer] is None:
             raise ValueError(f"第 {layer} 层还没有缓存任何键和值 (layer {layer} is empty)。")
@@ -105,15 +115,25 @@ class KVCache:
         per_token = int(np.prod(keys.shape[:-2], dtype=np.int64)) * self.d_head * keys.itemsize
         return 2 * self._lengths[layer] * per_token
 
+    def _check_kv_heads(self, n_kv_heads) -> int:
+        """``None`` means one key/value head per query head (multi-head attention); else a divisor of ``n_heads``."""
+        if n_kv_heads is None:
+            return self.n_heads
+        n_kv_heads = _checks.check_count("n_kv_heads", n_kv_heads)
+        if self.n_heads % n_kv_heads:
+            raise ValueError(f"查询头数 n_heads={self.n_heads} 必须是键/值头数 n_kv_heads={n_kv_heads} 的整数倍 "
+                             f"(n_kv_heads must divide n_heads)。")
+        return n_kv_heads
+
     def _check_layer(self, layer) -> int:
         if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
             raise ValueError(f"layer 必须是 0 到 {self.n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
         return layer
 
     def _check_step(self, k_shape: tuple, v_shape: tuple, layer: int) -> None:
-        want = f"(..., {self.n_heads}, t, {self.d_head})"
+        want = f"(..., {self.n_kv_heads}, t, {self.d_head})"
         for name, shape in (("k", k_shape), ("v", v_shape)):
-            if len(shape) < 3 or shape[-3] != self.n_heads or shape[-1] != self.d_head:
+            if len(shape) < 3 or shape[-3] != self.n_kv_heads or shape[-1] != self.d_head:
                 raise ValueError(f"{name} 的形状应为 {want}，收到 {name}.shape={shape} (cache shape mismatch)。")
         if k_shape != v_shape:
             raise ValueError(f"k 与 v 的形状必须相同：k.shape={k_shape}，v.shape={v_shape} (shape mismatch)。")
@@ -133,9 +153,11 @@ def cached_attention(q, k, v, cache, layer):
 
     Parameters
     ----------
-    q, k, v : array_like of float, shape (..., n_heads, t_new, d_head)
+    q : array_like of float, shape (..., n_heads, t_new, d_head)
+    k, v : array_like of float, shape (..., n_kv_heads, t_new, d_head)
         The new positions' queries, keys and values (``t_new = 1`` per generated
-        token; the whole prompt at once for the first step).
+        token; the whole prompt at once for the first step).  With fewer key/value
+        heads than query heads the step is grouped-query attention (chapter 16).
     cache : KVCache
     layer : int
 
@@ -151,6 +173,12 @@ def cached_attention(q, k, v, cache, layer):
     key: the causal mask only matters when several positions arrive at once.
     """
     q, k, v = as_float_arrays(q=q, k=k, v=v)
+    if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:  # h query heads, h_kv key/value heads
+        _checks.check_groups(q.shape, k.shape, v.shape)
+        _checks.check_step_query(q.shape[:-3] + q.shape[-2:], k.shape[:-3] + k.shape[-2:])
+        keys, values = cache.append(layer, k, v)  # (..., h_kv, length, d_head)
+        out, _ = grouped_query_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)
+        return out
     _checks.check_step_query(q.shape, k.shape)
     keys, values = cache.append(layer, k, v)  # (..., h, length, d_head)
     out, _ = scaled_dot_product_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)

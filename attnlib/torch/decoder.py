@@ -30,22 +30,7 @@ from .. import _checks
 from .attention import scaled_dot_product_attention
 from .kv_cache import KVCache, cached_attention
 from .multihead import merge_heads, split_heads
-
-
-def sinusoidal_positions(start, n, d_model, *, dtype=torch.float32, device="cpu"):
-    """The sinusoidal position codes of positions ``start .. start + n - 1``.
-
-    ``P[p, 2i] = sin(p / 10000^(2i / d_model))``, ``P[p, 2i + 1] = cos(...)``.
-
-    Returns
-    -------
-    tensor, shape (n, d_model)
-    """
-    pos = torch.arange(start, start + n, dtype=torch.float64, device=device)[:, None]
-    rates = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=device) / d_model)
-    angles = pos * rates  # (n, ceil(d_model / 2))
-    codes = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)[:, :d_model]
-    return codes.to(dtype)
+from .positions import sinusoidal_positions
 
 
 class TinyDecoder:
@@ -107,7 +92,7 @@ class TinyDecoder:
                        for _ in range(self.n_layers)]
         self.w_out = draw(d, self.vocab_size)
         self.score_count = 0
-        self._table = sinusoidal_positions(0, 64, d, dtype=dtype, device=device)
+        self._table = sinusoidal_positions(64, d).to(dtype=dtype, device=device)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -230,8 +215,8 @@ class TinyDecoder:
     def _positions(self, n: int) -> torch.Tensor:
         """Position codes of positions 0 .. n - 1 (at least), computed once and kept: a table that doubles."""
         if self._table.shape[0] < n:
-            self._table = sinusoidal_positions(0, max(n, 2 * self._table.shape[0]), self.d_model,
-                                               dtype=self.dtype, device=self.device)
+            self._table = sinusoidal_positions(max(n, 2 * self._table.shape[0]), self.d_model).to(
+                dtype=self.dtype, device=self.device)
         return self._table[:n]
 
     def _check_tokens(self, tokens) -> torch.Tensor:

@@ -7,20 +7,24 @@ import math
 from .. import _checks
 from ._tensors import as_float_tensors
 from .attention import fused_attention, scaled_dot_product_attention
+from .gqa import grouped_query_attention
 
 
 class KVCache:
     """Keys and values of every layer of a decoder; same contract as ``attnlib.numpy.KVCache``.
 
-    ``append(layer, k, v)`` takes (..., n_heads, t_new, d_head) tensors and returns every cached
+    ``append(layer, k, v)`` takes (..., n_kv_heads, t_new, d_head) tensors and returns every cached
     key and value of the layer (views); ``read(layer)`` returns them; ``length`` counts cached
-    tokens; ``nbytes`` is ``layers x 2 x length x heads x d_head x element size (x batch)``.
+    tokens; ``nbytes`` is ``layers x 2 x length x n_kv_heads x d_head x element size (x batch)``.
     Buffers live on the device of the first keys appended and double when full.
 
     Parameters
     ----------
     n_layers, n_heads, d_head : int >= 1
-        The decoder's shape; keys and values of one layer are (..., n_heads, tokens, d_head).
+        The decoder's shape: layers, query heads, width of a head.
+    n_kv_heads : int >= 1, optional
+        Key/value heads stored (grouped-query attention, chapter 16); it divides ``n_heads``.
+        ``None``: ``n_heads``.  Keys and values of one layer are (..., n_kv_heads, tokens, d_head).
     capacity : int >= 1
         Tokens stored before the buffers grow (they double when full).
 
@@ -29,13 +33,15 @@ class KVCache:
     length : int
         Tokens cached (in every layer, once each layer has received the step).
     nbytes : int
-        Bytes of the cached keys and values: ``layers x 2 x length x heads x d_head x element size (x batch)``;
+        Bytes of the cached keys and values:
+        ``layers x 2 x length x n_kv_heads x d_head x element size (x batch)``;
         the reserved buffers hold up to about twice that once they have grown past ``capacity``.
     """
 
-    def __init__(self, n_layers, n_heads, d_head, *, capacity=64):
+    def __init__(self, n_layers, n_heads, d_head, *, n_kv_heads=None, capacity=64):
         self.n_layers = _checks.check_count("n_layers", n_layers)
         self.n_heads = _checks.check_count("n_heads", n_heads)
+        self.n_kv_heads = self._check_kv_heads(n_kv_heads)
         self.d_head = _checks.check_count("d_head", d_head)
         self._capacity = _checks.check_count("capacity", capacity)
         self._keys = [None] * self.n_layers
@@ -55,7 +61,7 @@ class KVCache:
         return total
 
     def append(self, layer, k, v):
-        """Add (..., n_heads, t_new, d_head) keys and values to ``layer``; return all of its cache (views)."""
+        """Add (..., n_kv_heads, t_new, d_head) keys and values to ``layer``; return all of its cache (views)."""
         layer = self._check_layer(layer)
         k, v = as_float_tensors(k=k, v=v)
         return self._store(layer, k, v)
@@ -73,7 +79,7 @@ class KVCache:
         return self._keys[layer][..., :stop, :], self._values[layer][..., :stop, :]
 
     def read(self, layer):
-        """The cached keys and values of ``layer``: (..., n_heads, length, d_head) each."""
+        """The cached keys and values of ``layer``: (..., n_kv_heads, length, d_head) each."""
         layer = self._check_layer(layer)
         if self._keys[layer] is None:
             raise ValueError(f"第 {layer} 层还没有缓存任何键和值 (layer {layer} is empty)。")
@@ -97,15 +103,25 @@ class KVCache:
             raise TypeError(f"新的键是 {k.dtype}（{k.device}），缓存中的是 {cached.dtype}（{cached.device}）："
                             f"请先统一 (dtype/device mismatch with the cache)。")
 
+    def _check_kv_heads(self, n_kv_heads) -> int:
+        """``None`` means one key/value head per query head (multi-head attention); else a divisor of ``n_heads``."""
+        if n_kv_heads is None:
+            return self.n_heads
+        n_kv_heads = _checks.check_count("n_kv_heads", n_kv_heads)
+        if self.n_heads % n_kv_heads:
+            raise ValueError(f"查询头数 n_heads={self.n_heads} 必须是键/值头数 n_kv_heads={n_kv_heads} 的整数倍 "
+                             f"(n_kv_heads must divide n_heads)。")
+        return n_kv_heads
+
     def _check_layer(self, layer) -> int:
         if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
             raise ValueError(f"layer 必须是 0 到 {self.n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
         return layer
 
     def _check_step(self, k_shape: tuple, v_shape: tuple, layer: int) -> None:
-        want = f"(..., {self.n_heads}, t, {self.d_head})"
+        want = f"(..., {self.n_kv_heads}, t, {self.d_head})"
         for name, shape in (("k", k_shape), ("v", v_shape)):
-            if len(shape) < 3 or shape[-3] != self.n_heads or shape[-1] != self.d_head:
+            if len(shape) < 3 or shape[-3] != self.n_kv_heads or shape[-1] != self.d_head:
                 raise ValueError(f"{name} 的形状应为 {want}，收到 {name}.shape={shape} (cache shape mismatch)。")
         if k_shape != v_shape:
             raise ValueError(f"k 与 v 的形状必须相同：k.shape={k_shape}，v.shape={v_shape} (shape mismatch)。")
@@ -118,13 +134,19 @@ class KVCache:
 def cached_attention(q, k, v, cache, layer):
     """Append ``k``, ``v`` to ``cache`` at ``layer`` and attend ``q`` (..., h, t_new, d_head) causally to all of it.
 
-    Same contract as ``attnlib.numpy.cached_attention``.  ``q`` is checked before
+    Same contract as ``attnlib.numpy.cached_attention``; ``k`` and ``v`` may have fewer heads
+    (``n_kv_heads``, grouped-query attention).  ``q`` is checked before
     anything is appended, so a refused call leaves the cache as it was.  A single
     new query (one decoding step) sees every cached key: it needs no mask, and the
     keys and values of a ``KVCache``, checked when they were appended, are not
     scanned again (any other object with an ``append`` is checked as usual).
     """
     q, k, v = as_float_tensors(q=q, k=k, v=v)
+    if q.dim() >= 3 and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:  # h query heads, h_kv key/value heads
+        _checks.check_groups(tuple(q.shape), tuple(k.shape), tuple(v.shape))
+        _checks.check_step_query(tuple(q.shape[:-3] + q.shape[-2:]), tuple(k.shape[:-3] + k.shape[-2:]))
+        keys, values = cache.append(layer, k, v)  # (..., h_kv, length, d_head)
+        return grouped_query_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)[0]
     batch = _checks.check_step_query(tuple(q.shape), tuple(k.shape))
     if not isinstance(cache, KVCache):  # another object with an append(): check what it hands back
         keys, values = cache.append(layer, k, v)

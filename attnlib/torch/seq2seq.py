@@ -31,9 +31,10 @@ import torch.nn.functional as F
 
 from .. import _checks
 from .attention import scaled_dot_product_attention
-from .decoder import check_token_ids, feed_forward, random_matrix, sinusoidal_positions
+from .decoder import check_token_ids, feed_forward, random_matrix
 from .kv_cache import KVCache, cached_attention
 from .multihead import merge_heads, multi_head_attention, split_heads
+from .positions import sinusoidal_positions
 
 _ATTENTION = ("w_q", "w_k", "w_v", "w_o")
 _CROSS = ("c_q", "c_k", "c_v", "c_o")
@@ -257,5 +258,5 @@ class TinySeq2Seq:
 
     def _embed(self, table, tokens, start: int) -> torch.Tensor:
         n = tokens.shape[-1]
-        positions = sinusoidal_positions(start, n, self.d_model, dtype=table.dtype, device=table.device)
+        positions = sinusoidal_positions(n, self.d_model, start=start).to(dtype=table.dtype, device=table.device)
         return table[tokens] + positions

@@ -52,6 +52,10 @@ CHAPTER_OF = {
     "linear_attention": "ch10-efficiency",
     "KVCache": "ch11-kv-cache",
     "cached_attention": "ch11-kv-cache",
+    "sinusoidal_positions": "ch15-positions",
+    "apply_rope": "ch15-positions",
+    "alibi_bias": "ch15-positions",
+    "grouped_query_attention": "ch16-gqa",
 }
 BACKENDS = (("NumPy", "attnlib.numpy"), ("PyTorch", "attnlib.torch"))
 

@@ -1,0 +1,12 @@
+# wrong: the heads of a group are summed instead of averaged
+# caught by: test_pool_kv_heads
+# severity: essential
+# diagnosis: 要取平均
+# %% pool_kv_heads
+def pool_kv_heads(w, n_heads, n_kv_heads):
+    w = np.asarray(w)
+    d_model, width = w.shape
+    if width % n_heads or n_heads % n_kv_heads:
+        raise ValueError("不能整除")
+    d_head, g = width // n_heads, n_heads // n_kv_heads
+    return w.reshape(d_model, n_kv_heads, g, d_head).sum(axis=2).reshape(d_model, n_kv_heads * d_head)
