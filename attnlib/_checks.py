@@ -70,13 +70,18 @@ def check_qkv(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> tuple:
     """
     for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
         check_min_ndim(name, shape)
+    _check_width_and_length(q_shape, k_shape, v_shape)
+    return broadcast_batch({"q": q_shape, "k": k_shape, "v": v_shape})
+
+
+def _check_width_and_length(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> None:
+    """q and k share their last dimension d_k; k and v hold as many positions."""
     if q_shape[-1] != k_shape[-1]:
         raise ValueError(f"q 与 k 的最后一维 d_k 必须相同 (d_k mismatch): "
                          f"q.shape={q_shape} 的 d_k={q_shape[-1]}，k.shape={k_shape} 的 d_k={k_shape[-1]}。")
     if k_shape[-2] != v_shape[-2]:
         raise ValueError(f"k 与 v 的序列长度必须相同 (key/value length mismatch): "
                          f"k.shape={k_shape} 有 {k_shape[-2]} 个键，v.shape={v_shape} 有 {v_shape[-2]} 个值。")
-    return broadcast_batch({"q": q_shape, "k": k_shape, "v": v_shape})
 
 
 def check_step_query(q_shape: tuple, k_shape: tuple) -> tuple:
@@ -281,11 +286,18 @@ def check_groups(q_shape: tuple, k_shape: tuple, v_shape: tuple) -> tuple[tuple,
     if h % h_kv:
         raise ValueError(f"查询头数 h={h} 必须是键/值头数 h_kv={h_kv} 的整数倍 (h_kv must divide h)："
                          f"q.shape={q_shape}，k.shape={k_shape}。")
-    if q_shape[-1] != k_shape[-1]:
-        raise ValueError(f"q 与 k 的最后一维 d_k 必须相同 (d_k mismatch): "
-                         f"q.shape={q_shape} 的 d_k={q_shape[-1]}，k.shape={k_shape} 的 d_k={k_shape[-1]}。")
-    if k_shape[-2] != v_shape[-2]:
-        raise ValueError(f"k 与 v 的序列长度必须相同 (key/value length mismatch): "
-                         f"k.shape={k_shape} 有 {k_shape[-2]} 个键，v.shape={v_shape} 有 {v_shape[-2]} 个值。")
+    _check_width_and_length(q_shape, k_shape, v_shape)
     batch = broadcast_batch({"q": q_shape[:-1], "k": k_shape[:-1], "v": v_shape[:-1]})  # leading dims, heads dropped
     return batch, h // h_kv
+
+
+def check_kv_heads(n_heads: int, n_kv_heads) -> int:
+    """A cache's key/value heads: ``None`` means one per query head (multi-head attention); else a divisor of
+    ``n_heads``."""
+    if n_kv_heads is None:
+        return n_heads
+    n_kv_heads = check_count("n_kv_heads", n_kv_heads)
+    if n_heads % n_kv_heads:
+        raise ValueError(f"查询头数 n_heads={n_heads} 必须是键/值头数 n_kv_heads={n_kv_heads} 的整数倍 "
+                         f"(n_kv_heads must divide n_heads)。")
+    return n_kv_heads

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -71,6 +72,16 @@ def tol(dtype) -> dict:
     if np.dtype(dtype) == np.float32:
         return {"rtol": 2e-5, "atol": 2e-5}
     return {"rtol": 1e-10, "atol": 1e-12}
+
+
+def peak_bytes(fn) -> int:
+    """The peak of Python-tracked memory (NumPy buffers included) while ``fn()`` runs, in bytes."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def to_torch(x, device="cpu"):

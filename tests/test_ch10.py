@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import math
 import re
-import tracemalloc
 import warnings
 
 import assignments
@@ -26,19 +25,12 @@ from attnlib import numpy as anp
 from attnlib import torch as att
 from attnlib.numpy import flash, sparse
 from attnlib.numpy.linear import elu_feature_map
+from conftest import peak_bytes
 
 ASSIGNMENT = "ch10-efficiency"
 CHAPTER = BY_NAME[ASSIGNMENT].page
 chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
 
-
-def _peak(f) -> int:
-    tracemalloc.start()
-    try:
-        f()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # --------------------------------------------------------------------------- the page
@@ -171,7 +163,7 @@ def test_the_library_window_equals_masked_attention_and_never_forms_n_by_n():
     assert sparse.chunk_size(64) == 32  # "把查询切成每段 w/2 个"
     n = 8192
     q, k, v = rng.normal(size=(3, n, 16))
-    peak = _peak(lambda: anp.sliding_window_attention(q, k, v, 16, global_tokens=(0, 1)))
+    peak = peak_bytes(lambda: anp.sliding_window_attention(q, k, v, 16, global_tokens=(0, 1)))
     assert peak < n * n  # not even one n x n boolean array
 
 
@@ -307,8 +299,8 @@ def test_two_blocks_live_at_once_only_when_there_are_two():
     rng = np.random.default_rng(103)
     n, d = 1024, 16
     q, k, v = rng.normal(size=(3, n, d))
-    one = _peak(lambda: anp.flash_attention(q, k, v, block_size=(n, n)))  # a single key block
-    two = _peak(lambda: anp.flash_attention(q, k, v, block_size=(n, n // 2)))
+    one = peak_bytes(lambda: anp.flash_attention(q, k, v, block_size=(n, n)))  # a single key block
+    two = peak_bytes(lambda: anp.flash_attention(q, k, v, block_size=(n, n // 2)))
     block = n * n * 8
     assert one < 1.3 * block and two > 0.9 * block  # two halves alive together ~ one whole
 

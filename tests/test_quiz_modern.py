@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 import math
 import re
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 from test_quiz import questions
 
 from attnlib import numpy as anp
+from conftest import peak_bytes
 
 NAME = "quiz-modern"
 KEYS = {1: "B", 2: "BD", 3: "C", 4: "D", 5: "A", 6: "C", 7: "AD", 8: "ABC", 9: "D", 10: "B"}
@@ -319,14 +319,6 @@ def online_attention(q, k, v, block: int, *, rescale=True):
         m = m_new
     return acc / denom, computed
 
-
-def peak_bytes(fn) -> int:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_q8_flash_attention_is_exact_with_linear_memory_and_quadratic_work():

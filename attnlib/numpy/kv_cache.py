@@ -54,7 +54,7 @@ class KVCache:
     def __init__(self, n_layers, n_heads, d_head, *, n_kv_heads=None, capacity=64):
         self.n_layers = _checks.check_count("n_layers", n_layers)
         self.n_heads = _checks.check_count("n_heads", n_heads)
-        self.n_kv_heads = self._check_kv_heads(n_kv_heads)
+        self.n_kv_heads = _checks.check_kv_heads(self.n_heads, n_kv_heads)
         self.d_head = _checks.check_count("d_head", d_head)
         self._capacity = _checks.check_count("capacity", capacity)
         self._keys = [None] * self.n_layers  # per layer: (..., heads, capacity, d_head)
@@ -114,16 +114,6 @@ class KVCache:
             return 0
         per_token = int(np.prod(keys.shape[:-2], dtype=np.int64)) * self.d_head * keys.itemsize
         return 2 * self._lengths[layer] * per_token
-
-    def _check_kv_heads(self, n_kv_heads) -> int:
-        """``None`` means one key/value head per query head (multi-head attention); else a divisor of ``n_heads``."""
-        if n_kv_heads is None:
-            return self.n_heads
-        n_kv_heads = _checks.check_count("n_kv_heads", n_kv_heads)
-        if self.n_heads % n_kv_heads:
-            raise ValueError(f"查询头数 n_heads={self.n_heads} 必须是键/值头数 n_kv_heads={n_kv_heads} 的整数倍 "
-                             f"(n_kv_heads must divide n_heads)。")
-        return n_kv_heads
 
     def _check_layer(self, layer) -> int:
         if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
