@@ -11,11 +11,21 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CODE_CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.S)
+#: A code cell's options (MyST-NB cell metadata) before its code: a YAML block between ``---`` lines.
+CELL_OPTIONS = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
 def code_cells(page: pathlib.Path) -> list[str]:
-    """The sources of the ``{code-cell}`` blocks of a MyST lesson page."""
-    return CODE_CELL.findall(page.read_text(encoding="utf-8"))
+    """The sources of the ``{code-cell}`` blocks of a MyST lesson page (the code only, without cell options)."""
+    return [CELL_OPTIONS.sub("", cell, count=1) for cell in CODE_CELL.findall(page.read_text(encoding="utf-8"))]
+
+
+def cell_options(page: pathlib.Path) -> list[dict]:
+    """The options (cell metadata) of each ``{code-cell}`` block of ``page``, ``{}`` where it has none."""
+    import yaml
+
+    options = [CELL_OPTIONS.match(cell) for cell in CODE_CELL.findall(page.read_text(encoding="utf-8"))]
+    return [(yaml.safe_load(m.group(1)) or {}) if m else {} for m in options]
 
 
 def prose(page: pathlib.Path) -> str:

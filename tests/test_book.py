@@ -29,6 +29,7 @@ import nbformat
 import pytest
 import yaml
 from checkout_copy import copy_checkout
+from lessons import code_cells
 
 from conftest import load_script
 
@@ -49,6 +50,7 @@ def _load(name: str, path: Path):
 
 build_book = load_script("build_book")
 exercises_ext = _load("exercises_ext", ROOT / "book" / "_ext" / "exercises.py")
+fignumbers_ext = _load("fignumbers_ext", ROOT / "book" / "_ext" / "fignumbers.py")
 
 
 #: A login shell's environment (no virtual environment on PATH): ``make`` sets up its own, as for a reader.
@@ -186,6 +188,123 @@ def test_pilot_page_shows_executed_figures_and_outputs(book, pilot_html):
     assert streams and not [o for o in streams if o.name == "stderr"]
 
 
+# ---------------------------------------------------------------- figures: described and numbered
+
+#: An alt text that only says where the image is: a file name, an image folder, or a hash.
+_NOT_A_DESCRIPTION = re.compile(r"\.(?:png|jpe?g|gif|svg|webp)\b|_images|[0-9a-f]{12,}", re.I)
+_CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _soup(page: Path):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+
+
+def img_alt_problems(html_dir: Path) -> list[str]:
+    """Every ``<img>`` of the built book whose alt text is no description: empty, a file name, a path or a hash.
+
+    A description is Chinese (the book's language), so an alt text without a Chinese character counts too.
+    """
+    problems = []
+    for page in sorted(html_dir.rglob("*.html")):
+        for img in _soup(page).find_all("img"):
+            alt = (img.get("alt") or "").strip()
+            if not alt or _NOT_A_DESCRIPTION.search(alt) or not _CHINESE.search(alt):
+                problems.append(f"{page.relative_to(html_dir)}: alt={alt!r} src={img.get('src', '')[:50]}")
+    return problems
+
+
+def figure_numbering(html_dir: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """The numbered figures of each chapter page, and what is wrong with them.
+
+    Returns ``({page: [caption, ...]}, problems)``: every image of a chapter sits in a ``<figure>`` with an id
+    (the name ``{numref}`` uses) and a caption "图 C.N 说明", C the chapter's number, N = 1, 2, … in order;
+    every ``{numref}`` link of the page reads "图 C.N" for a figure the book has.
+    """
+    captions: dict[str, list[str]] = {}
+    problems: list[str] = []
+    numbers_in_book = set()
+    pages = sorted((html_dir / "book").glob("ch[0-9][0-9]-*.html"))
+    for page in pages:
+        chapter, soup = int(page.name[2:4]), _soup(page)
+        article = soup.find("article") or soup
+        figures = []
+        for img in article.find_all("img"):
+            figure = img.find_parent("figure")
+            if figure is None:
+                src = img.get("src", "")[:50]
+                problems.append(f"{page.name}: 图片不在带题注的 figure 里 (img outside a figure): {src}")
+            elif figure not in figures:
+                figures.append(figure)
+        figures += [f for f in article.find_all("figure") if f not in figures]
+        captions[page.name] = []
+        for i, figure in enumerate(figures, start=1):
+            number = figure.select_one("figcaption .caption-number")
+            text = figure.select_one("figcaption .caption-text")
+            number = number.get_text(" ", strip=True) if number else ""
+            text = text.get_text(" ", strip=True) if text else ""
+            captions[page.name].append(f"{number} {text}")
+            numbers_in_book.add(number)
+            if number != f"图 {chapter}.{i}":
+                problems.append(f"{page.name}: 第 {i} 幅图的编号是 {number!r}，应为 '图 {chapter}.{i}'")
+            if not _CHINESE.search(text):
+                problems.append(f"{page.name}: {number} 没有中文题注 (no Chinese caption)")
+            if not figure.get("id"):
+                problems.append(f"{page.name}: {number} 没有名字，无法用 numref 引用 (figure without an id)")
+    for page in pages:
+        for ref in _soup(page).select("a.reference span.std-numref"):
+            if ref.get_text(strip=True) not in numbers_in_book:
+                problems.append(f"{page.name}: 引用 {ref.get_text(strip=True)!r} 不是书中任何一幅图的编号")
+    return captions, problems
+
+
+def test_every_image_is_described_in_chinese(book):
+    """A screen reader reads the alt text: a description of what the figure shows, never its file name."""
+    problems = img_alt_problems(book.html_dir)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_figure_has_a_numbered_chinese_caption(book):
+    captions, problems = figure_numbering(book.html_dir)
+    assert not problems, "\n".join(problems)
+    assert sum(len(c) for c in captions.values()) >= 36, captions
+
+
+def test_the_figure_checks_catch_a_file_name_a_hash_and_a_missing_number(tmp_path):
+    page = tmp_path / "book" / "ch05-softmax.html"
+    page.parent.mkdir()
+    figure = ('<figure id="fig-ch05-a"><img alt="{alt}" src="../_images/x.png"><figcaption><p>'
+              '<span class="caption-number">{number} </span><span class="caption-text">温度</span></p></figcaption>'
+              '</figure>')
+    good = figure.format(alt="五种温度下同一行分数的 softmax 权重", number="图 5.1")
+    page.write_text(f"<article>{good}<p><a class='reference'><span class='std-numref'>图 5.1</span></a></p>"
+                    "</article>", encoding="utf-8")
+    assert img_alt_problems(tmp_path) == [] and figure_numbering(tmp_path)[1] == []
+    for alt in ("", "../_images/028ece52af70c5d9fa19f3a32e723.png", "028ece52af70c5d9fa19f3a32e7231aa", "figure"):
+        page.write_text(f"<article>{figure.format(alt=alt, number='图 5.1')}</article>", encoding="utf-8")
+        assert len(img_alt_problems(tmp_path)) == 1, alt
+    for number in ("", "图 1", "图 5.2", "图 4.1"):
+        page.write_text(f"<article>{figure.format(alt='权重', number=number)}</article>", encoding="utf-8")
+        assert len(figure_numbering(tmp_path)[1]) == 1, number
+    page.write_text('<article><p><img alt="权重" src="x.png"></p></article>', encoding="utf-8")
+    assert "figure" in figure_numbering(tmp_path)[1][0]
+    page.write_text(f"<article>{good}<a class='reference'><span class='std-numref'>图 5.7</span></a></article>",
+                    encoding="utf-8")
+    assert "图 5.7" in figure_numbering(tmp_path)[1][0]
+
+
+def test_figures_are_numbered_by_chapter_in_page_order():
+    """Sphinx counts through the book (toctree order); book/_ext/fignumbers.py restarts the count per page."""
+    native = {"book/ch04-scaling": {"figure": {"fig-ch04-b": (5,), "fig-ch04-a": (4,)}},
+              "book/ch05-softmax": {"figure": {"fig-ch05-x": (6,)}, "table": {"t": (2,)}},
+              "book/glossary": {"figure": {"g": (7,)}}}
+    assert fignumbers_ext.by_chapter(native) == {
+        "book/ch04-scaling": {"figure": {"fig-ch04-a": (4, 1), "fig-ch04-b": (4, 2)}},
+        "book/ch05-softmax": {"figure": {"fig-ch05-x": (5, 1)}, "table": {"t": (5, 1)}},
+        "book/glossary": {"figure": {"g": (1,)}}}
+    assert fignumbers_ext.chapter_of("book/ch16-gqa") == 16 and fignumbers_ext.chapter_of("book/intro") is None
+
 def test_pilot_prose_length_is_within_the_plan():
     """1,500 to 3,500 Chinese characters of prose (code, math and front matter not counted)."""
     text = (ROOT / "book" / f"{PILOT}.md").read_text(encoding="utf-8")
@@ -267,8 +386,7 @@ def test_pilot_figures_have_no_missing_glyphs_and_use_a_cjk_font(monkeypatch):
 
     from attnlib import plots
 
-    source = (ROOT / "book" / f"{PILOT}.md").read_text(encoding="utf-8")
-    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", source, flags=re.S)
+    cells = code_cells(ROOT / "book" / f"{PILOT}.md")  # the code, without the cells' figure options
     assert len(cells) >= 8
     monkeypatch.chdir(ROOT / "book")
     namespace: dict = {"__name__": "__lesson__"}

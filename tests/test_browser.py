@@ -1,5 +1,7 @@
 """A real browser (headless Chromium) opens the built pilot chapter: math typeset, Chinese title, screenshot.
 
+Chapters 11 and 16's KV-cache memory calculator is driven there too; its checks live in tests/test_kvcalc.py.
+
 The screenshot lands in ``_build/screenshots/ch05-softmax.png`` for people to look at.
 The browser is the system's Chromium driven by Playwright (``tests/jupyter_servers.chromium``).
 ``make test`` installs Debian's ``chromium`` when it runs as root; where Chromium is
@@ -14,6 +16,7 @@ from urllib.parse import quote
 import jupyter_servers
 import pytest
 from test_book import PILOT, ROOT, _tail, built_book
+from test_kvcalc import CH11, CH16, CONFIGS, check_calculator, check_fits_phone
 
 pytestmark = [pytest.mark.browser, pytest.mark.book, pytest.mark.cjk_font]
 
@@ -103,3 +106,22 @@ def test_exercise_previews_wrap_long_lines_at_1100px(page_url):
         }""")
     assert boxes >= 5 and long >= 1, "the preview shows the test cells, some with long lines"
     assert wide == 0, f"{wide} 个代码框在 1100 像素宽的窗口里需要横向滚动"
+
+
+@pytest.mark.parametrize(("chapter", "defaults", "configs"), [("ch11-kv-cache", CH11, CONFIGS),
+                                                               ("ch16-gqa", CH16, CONFIGS[:3])])
+def test_kv_cache_calculator_shows_attnlib_s_numbers(page_url, chapter, defaults, configs):
+    """The memory calculator of chapters 11 and 16 (book/_ext/kvcalc.py): typed configurations, invalid entries
+    and the reset button, every shown number checked against ``KVCache.nbytes`` (tests/test_kvcalc.py)."""
+    url = page_url.replace(f"{PILOT}.html", f"{chapter}.html")
+    with jupyter_servers.chromium() as page:
+        errors = []
+        page.on("pageerror", lambda e: errors.append(e.stack or str(e)))
+        _open(page, url)
+        assert page.locator(".kvcalc").count() == 1
+        check_calculator(page, ".kvcalc", defaults, configs)
+        assert not [e for e in errors if "kvcalc" in e], errors  # the theme's own scripts are not tested here
+    with jupyter_servers.chromium(viewport=(390, 844)) as page:
+        _open(page, url)
+        page.wait_for_selector(".kvcalc.kvcalc-ready")
+        check_fits_phone(page, ".kvcalc")

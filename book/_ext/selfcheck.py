@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import static_assets
 import yaml
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -186,15 +187,6 @@ def _skip(self, node):
     raise nodes.SkipNode
 
 
-def _copy_assets(app: Sphinx, exception) -> None:
-    """Put selfcheck.js/.css into the build's _static (works whatever html_static_path says)."""
-    if exception is not None or app.builder.format != "html":
-        return
-    target = Path(app.outdir) / "_static"
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ("selfcheck.js", "selfcheck.css"):
-        (target / name).write_bytes((STATIC / name).read_bytes())
-
 
 def setup(app: Sphinx) -> dict:
     html = {"html": None}
@@ -206,7 +198,5 @@ def setup(app: Sphinx) -> dict:
         html["html"] = (visit, depart)
         app.add_node(node, **html, **others)
     app.add_directive("selfcheck", SelfCheckDirective)
-    app.add_css_file("selfcheck.css")
-    app.add_js_file("selfcheck.js", loading_method="defer")
-    app.connect("build-finished", _copy_assets)
+    static_assets.ship(app, STATIC, "selfcheck.css", "selfcheck.js")
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
