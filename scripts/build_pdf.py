@@ -53,7 +53,8 @@ NO_CHROMIUM = ("找不到 Chromium，无法打印 PDF。以 root 安装：apt-ge
 #: Resolves once MathJax has typeset the page (the book's bundled copy) and every image has loaded.
 READY = """async () => {
   const deadline = Date.now() + 120000;
-  while (!(window.MathJax && MathJax.startup && MathJax.startup.promise) && Date.now() < deadline) {
+  const formulas = document.querySelector("script[src*='mathjax' i]");  // the page loads MathJax
+  while (formulas && !(window.MathJax && MathJax.startup && MathJax.startup.promise) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
@@ -97,7 +98,9 @@ ARRANGE = r"""(plan) => {
     if (/[{}_]/.test(out)) return null;
     return out.replace(/([A-Za-z])(?![^<]*>)/g, "<i>$1</i>");
   };
-  for (const item of MathJax.startup.document.getMathItemsWithin(article.querySelectorAll("h1, h2, h3, h4, h5, h6"))) {
+  const typeset = window.MathJax && MathJax.startup && MathJax.startup.document;
+  const headings = article.querySelectorAll("h1, h2, h3, h4, h5, h6");
+  for (const item of typeset ? typeset.getMathItemsWithin(headings) : []) {
     const html = plain(item.math);
     if (html === null || !item.typesetRoot) continue;
     const span = make("span", "print-math");
@@ -288,6 +291,8 @@ def print_pdf(page: Path, pdf: Path, plan: dict) -> dict:
             tab.route("**/*", local_only)
             tab.goto(page.as_uri(), wait_until="load")
             ready = tab.evaluate(READY)
+            if refused:
+                raise PdfBuildError(f"书页想从网络载入这些地址（PDF 必须离线生成）：{refused[:5]}")
             if ready["errors"] or ready["broken"]:
                 raise PdfBuildError(f"页面没有完整显示：MathJax 报错 {ready['errors']} 处，"
                                     f"未能载入的图片 {ready['broken']}")
@@ -300,8 +305,6 @@ def print_pdf(page: Path, pdf: Path, plan: dict) -> dict:
                     outline=True, tagged=True)
         finally:
             browser.close()
-    if refused:
-        raise PdfBuildError(f"书页想从网络载入这些地址（PDF 必须离线生成）：{refused[:5]}")
     return {**ready, **arranged}
 
 

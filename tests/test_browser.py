@@ -78,7 +78,8 @@ def test_offline_search_finds_the_pilot_by_a_chinese_word(page_url, word):
     search = page_url.replace(f"book/{PILOT}.html", "search.html") + "?q=" + quote(word)
     with jupyter_servers.chromium() as page:
         _open(page, search)
-        page.wait_for_selector("#search-results .search-summary", state="attached")  # Sphinx's search finished
+        # Sphinx's search finished: it lists the pages one by one, then writes the summary ("搜索完成，……")
+        page.wait_for_function("() => (document.querySelector('#search-results .search-summary') || {}).innerText")
         dom = page.content()
     results = re.search(r'<ul class="search">(.*?)</ul>', dom, re.S)
     assert results, "the search page showed no result list"
@@ -381,3 +382,19 @@ def test_make_pdf_as_written_prints_the_whole_book_with_bookmarks(html_dir, caps
     assert link, "下载菜单里没有“全书 PDF”"
     target = (html_dir / "book" / link.group(1)).resolve()
     assert target.read_bytes() == pdf.read_bytes(), target
+
+
+def test_the_pdf_is_printed_offline_or_not_at_all(tmp_path):
+    """A page that asks the network for anything is refused: ``make pdf`` fails and names the address."""
+    from conftest import load_script
+
+    build_pdf = load_script("build_pdf")
+    page = tmp_path / "book.html"
+    page.write_text('<!doctype html><html lang="zh-CN"><body><article class="bd-article"><h1>前言</h1>'
+                    '<img src="https://example.org/figure.png" alt="远处的图"></article></body></html>',
+                    encoding="utf-8")
+    plan = {"title": "书", "author": "编写组", "note": "", "root": "book/intro", "page": "book/intro.html",
+            "root_title": "前言", "parts": [], "css": ""}
+    with pytest.raises(build_pdf.PdfBuildError, match="网络.*离线.*https://example.org/figure.png"):
+        build_pdf.print_pdf(page, tmp_path / "book.pdf", plan)
+    assert not (tmp_path / "book.pdf").exists()
