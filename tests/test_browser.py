@@ -245,6 +245,10 @@ def test_the_theme_buttons_name_what_they_show(html_dir):
     switch = re.search(r'<button[^>]*theme-switch-button[^>]*aria-label="([^"]*)"', html)
     assert switch and all(mode in switch.group(1) for mode in ("亮色", "暗色", "跟随系统")), switch
     assert '<nav class="bd-logo-nav" aria-label="本书首页">' in html
+    # and the theme's other English names (book/_ext/layout_templates): the sidebar's contents and its two toggles
+    assert '<nav class="bd-links bd-docs-nav" aria-label="全书目录">' in html
+    for english in ('aria-label="Main"', "Toggle primary sidebar", "Toggle secondary sidebar", "Color mode"):
+        assert english not in html, english
 
 
 def test_the_step_player_and_self_check_work_by_touch_on_a_phone(html_dir):
