@@ -3,16 +3,18 @@
 ``make pdf`` first runs ``make book`` (the executed HTML book; nothing is done when it is up to date).  Then:
 
 1. Jupyter Book's ``singlehtml`` builder puts every page of ``_toc.yml`` into one HTML page,
-   ``_build/singlehtml/book/intro.html``.  It shares the HTML build's execution cache and Sphinx
-   environment, so no lesson runs again: the PDF shows the same executed outputs as the HTML book.
+   ``_build/singlehtml/book/intro.html`` (printed from a copy one folder up, where its relative links
+   resolve).  It shares the HTML build's execution cache and Sphinx environment, so no lesson runs
+   again: the PDF shows the same executed outputs as the HTML book.
 2. The system's Chromium (driven by Playwright, pointed at the installed executable: nothing is
    downloaded) opens that page with every request that is not a local file refused, waits for the
    book's bundled MathJax to typeset the formulas and for every figure to load, and arranges the page
    for print (:data:`ARRANGE`): a title page, a 目录 listing the parts and chapters (links into the
    PDF), each part a level-1 heading and each chapter a level-2 heading titled as in the table of
    contents ("5. Softmax 归一化"), each chapter starting on a new page.
-3. Chromium prints it (A4, page numbers): text stays text (Chinese selectable, every font embedded as
-   a subset), and the headings become the PDF's bookmarks (``outline``) and structure tags (``tagged``).
+3. Chromium prints it (A4, page numbers): text stays text (Chinese selectable; every font is embedded as
+   a subset, some -- bold Chinese, for one -- as Type 3 glyphs drawn inside the PDF), and the headings
+   become the PDF's bookmarks (``outline``) and structure tags (``tagged``).
 4. The PDF is written to :data:`PDF` (``_build/pdf/attention-zh.pdf``; its title inside is the book's) and
    copied into the HTML book (``_build/html/_downloads/attention-zh.pdf``), where the download menu of
    every page links to it (book/_ext/layout.py).
