@@ -1,8 +1,10 @@
 # The course's commands. Each sets up what it needs on a fresh machine:
 # a virtual environment in .venv with the pinned versions of constraints.txt.
 #   make book    build the Chinese Jupyter Book into _build/html (executes every lesson)
+#   make pdf     the whole book as one PDF, _build/pdf/attention-zh.pdf (make book first, then the system's
+#                Chromium prints the one-page build; offline)
 #   make test    the whole test suite (library, notebooks, book, grading, browser, JupyterHub); it first
-#                installs JupyterHub's proxy with npm into .venv/hub-proxy and, as root, the CJK font,
+#                installs JupyterHub's proxy and axe-core with npm into .venv/ and, as root, the CJK font,
 #                Chromium (and Node.js if npm is missing) with apt; where one is missing its tests skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
@@ -19,7 +21,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: book test bench lint lock release grade grade-class lab
+.PHONY: book pdf test bench lint lock release grade grade-class lab
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml grading/jupyter_server_config.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +34,9 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml grading/jupyter_server
 
 book: $(STAMP)
 	$(PY) scripts/build_book.py
+
+pdf: book
+	$(PY) scripts/build_pdf.py
 
 release: $(STAMP)
 	$(PY) scripts/release.py

@@ -132,6 +132,24 @@ def _read_state(build_dir: Path) -> dict:
         return {}
 
 
+def build_environment(build_dir: Path) -> dict:
+    """The environment Jupyter Book runs in: a fresh matplotlib config under ``build_dir``, UTF-8 output."""
+    env = {**os.environ, "MPLCONFIGDIR": str(fresh_mplconfigdir(build_dir)), "PYTHONIOENCODING": "utf-8"}
+    env.pop("MPLBACKEND", None)  # the kernel picks its inline backend itself
+    return env
+
+
+def jupyter_book_command(source: Path, path_output: str | os.PathLike, builder: str, *,
+                         all_pages: bool = False) -> list[str]:
+    """``jupyter-book build`` of ``source`` into ``<path_output>/_build/<builder>``, warnings as errors."""
+    command = [
+        sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+        "build", str(source), "--path-output", str(Path(path_output).resolve()),
+        "--builder", builder, "-W", "--keep-going",
+    ]
+    return command + (["--all"] if all_pages else [])
+
+
 def build(path_output: str | os.PathLike = ROOT, *, source: str | os.PathLike = ROOT, capture: bool = False,
           all_pages: bool = False, install_font: bool = True, force: bool = False) -> BuildResult:
     """Build the book; the HTML lands in ``<path_output>/_build/html``.
@@ -179,15 +197,8 @@ def build(path_output: str | os.PathLike = ROOT, *, source: str | os.PathLike = 
         shutil.rmtree(build_dir / ".jupyter_cache", ignore_errors=True)
         all_pages = True
     (build_dir / STATE_FILE).unlink(missing_ok=True)
-    env = {**os.environ, "MPLCONFIGDIR": str(fresh_mplconfigdir(build_dir)), "PYTHONIOENCODING": "utf-8"}
-    env.pop("MPLBACKEND", None)  # the kernel picks its inline backend itself
-    command = [
-        sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
-        "build", str(source), "--path-output", str(Path(path_output).resolve()),
-        "--builder", "html", "-W", "--keep-going",
-    ]
-    if all_pages:
-        command.append("--all")
+    env = build_environment(build_dir)
+    command = jupyter_book_command(source, path_output, "html", all_pages=all_pages)
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=str(source), env=env, check=False, text=True,
                           stdout=subprocess.PIPE if capture else None,

@@ -1,18 +1,20 @@
 """Install what the tests need besides Python packages (``make test`` runs this first).
 
-Three programs are needed: a font with Chinese glyphs (figures, the book,
-screenshots), headless Chromium (the browser tests) and npm's
+Four programs are needed: a font with Chinese glyphs (figures, the book,
+screenshots), headless Chromium (the browser tests), npm's
 ``configurable-http-proxy``, JupyterHub's proxy (the class-exchange test on a
-real JupyterHub).  As root on a machine with apt, the missing system packages
-are installed; the proxy is installed with npm into the project
-(``.venv/hub-proxy``, as any user; as root, Debian's ``nodejs npm`` first when
-npm is missing).  Whatever is still missing then gets one printed line with the
+real JupyterHub) and npm's ``axe-core``, the accessibility checker the browser
+tests run in every page of the book.  As root on a machine with apt, the missing
+system packages are installed; the two npm packages are installed, pinned, into
+the project (``.venv/hub-proxy`` and ``.venv/axe-core``, as any user; as root,
+Debian's ``nodejs npm`` first when npm is missing).  Whatever is still missing then gets one printed line with the
 command that installs it, and the tests that need it are skipped with the same
 reason (see ``tests/conftest.py``).  It never fails: every other test still runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -41,9 +43,26 @@ def proxy_install_command() -> list[str]:
     return ["npm", "install", "--prefix", str(proxy_prefix()), "--no-audit", "--no-fund", PROXY_PACKAGE]
 
 
+#: axe-core, pinned: the accessibility rules the browser tests check every page of the book against.
+AXE_PACKAGE = "axe-core@4.14.1"
+
+
+def axe_prefix() -> Path:
+    """Where npm installs axe-core: ``.venv/axe-core`` (``$ATTENTION_AXE_PREFIX`` if set)."""
+    return Path(os.environ.get("ATTENTION_AXE_PREFIX") or ROOT / ".venv" / "axe-core")
+
+
+def axe_install_command() -> list[str]:
+    """The npm command that installs the pinned axe-core into :func:`axe_prefix`."""
+    return ["npm", "install", "--prefix", str(axe_prefix()), "--no-audit", "--no-fund", "--save-exact", AXE_PACKAGE]
+
+
 NO_PROXY = ("找不到 configurable-http-proxy（JupyterHub 的代理），JupyterHub 测试跳过。安装：sudo apt-get install -y "
             "--no-install-recommends " + " ".join(NODE_PACKAGES) + " && " + " ".join(proxy_install_command())
             + " (configurable-http-proxy not found: JupyterHub tests skipped)")
+NO_AXE = ("找不到 axe-core（无障碍检查），无障碍测试跳过。安装：sudo apt-get install -y --no-install-recommends "
+          + " ".join(NODE_PACKAGES) + " && " + " ".join(axe_install_command())
+          + " (axe-core not found: accessibility tests skipped)")
 NO_CHROMIUM = ("找不到 Chromium，浏览器测试跳过。安装：sudo apt-get install -y --no-install-recommends chromium "
                "(headless Chromium not found: browser tests skipped)")
 NO_FONT = ("找不到中文字体，需要它的测试（书、图、浏览器）跳过。安装：sudo apt-get install -y --no-install-recommends "
@@ -65,6 +84,17 @@ def find_proxy() -> str | None:
     if os.access(local, os.X_OK):
         return str(local)
     return shutil.which("configurable-http-proxy")
+
+
+def find_axe() -> str | None:
+    """Path of the pinned axe-core's ``axe.min.js`` in :func:`axe_prefix`, or None (missing, or another version)."""
+    package = axe_prefix() / "node_modules" / "axe-core"
+    try:
+        version = json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    script = package / "axe.min.js"
+    return str(script) if version == AXE_PACKAGE.split("@")[1] and script.is_file() else None
 
 
 def proxy_bin_dir() -> str | None:
@@ -93,20 +123,35 @@ def apt_install(packages: list[str]) -> None:
         subprocess.run(command, env=env, check=False)
 
 
-def install_proxy() -> None:
-    """``npm install`` the pinned proxy into the project (as root, Debian's Node.js and npm first if npm is missing)."""
+def have_npm() -> bool:
+    """Whether npm is on PATH; as root without it, Debian's Node.js and npm are installed first."""
     if shutil.which("npm") is None and can_install():
         print("正在安装 Node.js 和 npm (installing): " + " ".join(NODE_PACKAGES), flush=True)
         apt_install(NODE_PACKAGES)
-    if shutil.which("npm") is None:
+    return shutil.which("npm") is not None
+
+
+def install_proxy() -> None:
+    """``npm install`` the pinned proxy into the project (as root, Debian's Node.js and npm first if npm is missing)."""
+    if not have_npm():
         return
     print("正在安装 JupyterHub 的代理 (installing): " + PROXY_PACKAGE, flush=True)
     subprocess.run(proxy_install_command(), check=False)
 
 
+def install_axe() -> None:
+    """``npm install`` the pinned axe-core into the project (npm as in :func:`install_proxy`)."""
+    if not have_npm():
+        return
+    print("正在安装无障碍检查 axe-core (installing): " + AXE_PACKAGE, flush=True)
+    subprocess.run(axe_install_command(), check=False)
+
+
 def main() -> int:
     if find_proxy() is None:
         install_proxy()
+    if find_axe() is None:
+        install_axe()
     packages = missing_packages()
     if packages and can_install():
         print("正在安装测试所需的系统软件包 (installing): " + " ".join(packages), flush=True)
@@ -117,6 +162,8 @@ def main() -> int:
         print(NO_CHROMIUM, flush=True)
     if not find_proxy():
         print(NO_PROXY, flush=True)
+    if not find_axe():
+        print(NO_AXE, flush=True)
     return 0
 
 

@@ -5,7 +5,7 @@ that names the program and the command installing it: ``browser`` tests need
 Chromium, ``cjk_font`` tests a font with Chinese glyphs (``make test`` installs
 both first when it runs as root, see ``scripts/provision.py``), ``hub`` tests
 npm's ``configurable-http-proxy`` (installed into ``.venv/hub-proxy`` by the
-same script).
+same script), ``axe`` tests npm's ``axe-core`` (``.venv/axe-core``, likewise).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def pytest_collection_modifyitems(config, items):
     """Skip, with the install command as the reason, what needs a program this machine lacks."""
     missing = {"browser": None if provision.find_chromium() else provision.NO_CHROMIUM,
                "cjk_font": None if provision.cjk_fonts() else provision.NO_FONT,
-               "hub": None if provision.find_proxy() else provision.NO_PROXY}
+               "hub": None if provision.find_proxy() else provision.NO_PROXY,
+               "axe": None if provision.find_axe() else provision.NO_AXE}
     for item in items:
         for marker, reason in missing.items():
             if reason and item.get_closest_marker(marker):

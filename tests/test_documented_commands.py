@@ -124,6 +124,10 @@ REGISTRY: dict[str, dict] = {
     "make book": _entry("tests/test_book.py::test_build_executes_the_pilot_and_passes_with_warnings_as_errors",
                         "as written", "在检出目录的临时副本里输入（它写 _build/）；这是整个测试集唯一的一次完整构建，"
                         "tests/test_book.py、test_browser.py 检查的就是它的 _build/html；再输入一次时它说输入没有变化"),
+    "make pdf": _entry("tests/test_browser.py::test_make_pdf_as_written_prints_the_whole_book_with_bookmarks",
+                       "as written", "在 make book 构建过的那份检出目录临时副本里输入（它写 _build/pdf 和 "
+                       "_build/html/_downloads），书已构建，make book 这一步什么也不做；"
+                       "测试用 pypdf 读出页数、书签、字体与中文文字"),
     "make test": _entry("", "ci", "make test 就是整个测试集，由 CI 运行，不能在它自己里面再运行一次"),
     "make lab": _entry(f"{ROUTES}::test_make_lab_as_written_as_root", "as written",
                        "在检出目录的临时副本里以 root 在一个终端里输入 make lab，看它服务、打开 student-work/，"

@@ -94,6 +94,7 @@ def test_without_root_nothing_is_installed_and_each_missing_program_gets_one_lin
     monkeypatch.setattr(provision, "can_install", lambda: False)
     monkeypatch.setattr(provision, "find_chromium", lambda: None)
     monkeypatch.setattr(provision, "cjk_fonts", lambda: [])
+    monkeypatch.setattr(provision, "find_axe", lambda: "/opt/axe-core/axe.min.js")  # its own tests are below
     lines = []
     monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
     assert provision.main() == 0
@@ -129,22 +130,43 @@ def test_hub_tests_skip_with_the_install_command_when_the_proxy_is_missing(tmp_p
     assert skipped and int(skipped.group(1)) >= 5, summary
 
 
+def _installed_axe(prefix: Path, version: str) -> Path:
+    """What ``npm install --prefix PREFIX axe-core@VERSION`` leaves: its package.json and axe.min.js."""
+    package = prefix / "node_modules" / "axe-core"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(f'{{"name": "axe-core", "version": "{version}"}}', encoding="utf-8")
+    (package / "axe.min.js").write_text("window.axe = {};\n", encoding="utf-8")
+    return package / "axe.min.js"
+
+
 @pytest.fixture
-def no_npm(tmp_path):
+def no_npm(tmp_path, monkeypatch):
     """A PATH without npm, a stand-in apt-get that installs a stand-in npm, and an empty proxy prefix.
 
-    The stand-in npm records its arguments and "installs" the proxy under ``--prefix``.
+    The stand-in npm records its arguments and "installs" the proxy (or axe-core) under ``--prefix``.
+    axe-core counts as installed (its own tests are below).
     """
     bin_dir, prefix = tmp_path / "bin", tmp_path / "hub-proxy"
     bin_dir.mkdir()
+    _installed_axe(tmp_path / "axe", provision.AXE_PACKAGE.split("@")[1])
+    monkeypatch.setenv("ATTENTION_AXE_PREFIX", str(tmp_path / "axe"))
     apt_log, npm_log = tmp_path / "apt.log", tmp_path / "npm.log"
     mkdir, chmod, cp = (shutil.which(name) for name in ("mkdir", "chmod", "cp"))
     _executable(tmp_path / "npm", f"""echo "$@" >> {npm_log}
 prefix=""
+package=""
 while [ $# -gt 0 ]; do
   if [ "$1" = "--prefix" ]; then prefix="$2"; fi
+  case "$1" in axe-core@*) package="$1" ;; esac
   shift
 done
+if [ -n "$package" ]; then
+  axe="$prefix/node_modules/axe-core"
+  {mkdir} -p "$axe"
+  printf '{{"name": "axe-core", "version": "%s"}}' "${{package#axe-core@}}" > "$axe/package.json"
+  printf 'window.axe = {{}};\\n' > "$axe/axe.min.js"
+  exit 0
+fi
 {mkdir} -p "$prefix/node_modules/.bin"
 printf '#!/bin/sh\\n' > "$prefix/node_modules/.bin/configurable-http-proxy"
 {chmod} +x "$prefix/node_modules/.bin/configurable-http-proxy"
@@ -201,3 +223,56 @@ def test_without_root_and_npm_the_proxy_gets_one_line_with_both_commands(no_npm,
     assert lines == [provision.NO_PROXY]
     assert "apt-get install -y --no-install-recommends nodejs npm && npm install --prefix" in provision.NO_PROXY
     assert provision.NO_PROXY.split(" (")[0].endswith("configurable-http-proxy@4.6.3")
+
+
+# --- axe-core, the accessibility checker of the browser tests: installed with npm into the project, or they skip
+
+def test_the_pinned_axe_core_is_found_only_in_its_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_AXE_PREFIX", str(tmp_path))
+    assert provision.find_axe() is None
+    script = _installed_axe(tmp_path, "4.0.0")
+    assert provision.find_axe() is None, "another version of axe-core does not count"
+    (script.parent / "package.json").write_text(
+        f'{{"version": "{provision.AXE_PACKAGE.split("@")[1]}"}}', encoding="utf-8")
+    assert provision.find_axe() == str(script)
+
+
+def test_without_root_npm_installs_the_pinned_axe_core_into_the_project(no_npm, monkeypatch, tmp_path):
+    shutil.copy(no_npm["npm"], no_npm["bin"] / "npm")
+    monkeypatch.setenv("PATH", str(no_npm["bin"]))
+    monkeypatch.setenv("ATTENTION_AXE_PREFIX", str(tmp_path / "no-axe"))
+    monkeypatch.setattr(provision, "find_proxy", lambda: "/opt/proxy/configurable-http-proxy")
+    monkeypatch.setattr(provision, "can_install", lambda: False)
+    monkeypatch.setattr(provision, "missing_packages", lambda: [])
+    monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
+    assert provision.main() == 0
+    assert no_npm["npm_log"].read_text(encoding="utf-8").split() == [
+        "install", "--prefix", str(tmp_path / "no-axe"), "--no-audit", "--no-fund", "--save-exact", "axe-core@4.14.1"]
+    assert provision.find_axe() == str(tmp_path / "no-axe" / "node_modules" / "axe-core" / "axe.min.js")
+    assert not [line for line in lines if "找不到" in line], lines
+
+
+@pytest.mark.browser  # with Chromium there, what the axe tests lack is axe-core alone
+def test_without_root_and_npm_axe_core_gets_one_line_and_its_tests_skip(no_npm, monkeypatch, tmp_path):
+    path = os.environ["PATH"]  # where Chromium is, for the run of the axe tests below
+    monkeypatch.setenv("PATH", str(no_npm["bin"]))
+    monkeypatch.setenv("ATTENTION_AXE_PREFIX", str(tmp_path / "no-axe"))
+    monkeypatch.setattr(provision, "find_proxy", lambda: "/opt/proxy/configurable-http-proxy")
+    monkeypatch.setattr(provision, "can_install", lambda: False)
+    monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
+    monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
+    assert provision.main() == 0
+    assert lines == [provision.NO_AXE] and not no_npm["npm_log"].exists()
+    assert provision.NO_AXE.split(" (")[0].endswith("--save-exact axe-core@4.14.1")
+    env = dict(os.environ, PATH=path, ATTENTION_AXE_PREFIX=str(tmp_path / "no-axe"))  # only axe-core lacks
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "axe", "-p", "no:cacheprovider", "-q", "-rs",
+                          "tests/test_browser.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and "passed" not in out.strip().splitlines()[-1], out[-3000:]
+    assert "找不到 axe-core" in out and "skipped" in out.strip().splitlines()[-1], out[-2000:]
