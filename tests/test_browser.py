@@ -208,11 +208,15 @@ def _audit(html_dir, context: dict, measure: bool = False) -> dict:
     assert len(pages) >= 20, pages
     found = {}
     with _browser_page(**context) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
         for path in pages:
+            errors.clear()
             _open(page, path.as_uri())
             width = page.evaluate(WIDTH) if measure else None
             page.add_script_tag(path=provision.find_axe())
-            found[path.relative_to(html_dir).as_posix()] = {"axe": page.evaluate(AXE), "width": width}
+            found[path.relative_to(html_dir).as_posix()] = {"axe": page.evaluate(AXE), "width": width,
+                                                            "errors": list(errors)}
     return found
 
 
@@ -257,6 +261,14 @@ def test_no_page_scrolls_sideways_on_a_390px_phone(phone_audit):
     wide = {name: found["width"] for name, found in phone_audit.items()
             if found["width"]["scroll"] > 390 or found["width"]["inner"] != 390}
     assert not wide, f"这些页面在 390 像素宽的手机上要横向滚动（页面宽度与伸出去的元素）：{wide}"
+
+
+@pytest.mark.axe
+def test_no_page_throws_a_script_error(desktop_audit):
+    """A reader with the browser's console open sees no error on any page (a script declared twice used to throw
+    "Identifier 'THEBE_JS_URL' has already been declared" on every page)."""
+    thrown = {name: found["errors"] for name, found in desktop_audit.items() if found["errors"]}
+    assert not thrown, f"这些页面在浏览器里抛出了脚本错误：{thrown}"
 
 
 def test_the_theme_buttons_name_what_they_show(html_dir):

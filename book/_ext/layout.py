@@ -7,6 +7,8 @@
   which sits in a labelled ``<nav>`` landmark (axe's ``region``: all content inside a landmark).
 * ``layout.css`` keeps every page within a phone's width (long inline code and index entries wrap)
   and gives the controls one taps on a touch screen room for a finger.
+* Each script is linked from a page once (some of Jupyter Book's inline scripts came twice, and a repeated
+  ``const`` is an error in the browser).
 * The download menu of every page gets a link to the whole book as one PDF, which ``make pdf``
   (scripts/build_pdf.py) writes into the built HTML at :data:`BOOK_PDF`.
 """
@@ -57,9 +59,33 @@ def _book_pdf_button(app: Sphinx, pagename: str, templatename: str, context: dic
         })
 
 
+def _one_copy_of_each_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Drop repeated ``<script>`` entries from the page.
+
+    Jupyter Book 1 hands the inline scripts of sphinx-togglebutton and sphinx-thebe to every page twice (once
+    with the file name ``None``, once with ``""``, so Sphinx's own check does not see them as the same); the
+    second ``const THEBE_JS_URL = ...`` then stops with "has already been declared" on every page.
+    """
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for script in scripts:
+        # the same file, or the same inline body (its file name None in one copy, "" in the other), with the
+        # same attributes
+        attributes = getattr(script, "attributes", {}) or {}
+        name = str(getattr(script, "filename", script) or "")
+        key = (name, tuple(sorted((k, str(v)) for k, v in attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    scripts[:] = kept
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _templates_first)
     app.connect("builder-inited", _add_static_path)
     app.connect("html-page-context", _book_pdf_button, priority=900)
+    app.connect("html-page-context", _one_copy_of_each_script, priority=950)
     app.add_css_file("layout.css")
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
