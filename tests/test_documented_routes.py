@@ -327,14 +327,20 @@ def test_make_lab_as_written_as_an_ordinary_user_and_validate_in_its_terminal():
         _lab_as_nobody(tmp_path)
 
 
+def _home_and_runtime(tmp: pathlib.Path, owner: str | None = None) -> pathlib.Path:
+    """``tmp/home`` and the Jupyter runtime folder ``tmp/runtime`` (mode 700), owned by ``owner``; the home."""
+    home, runtime = tmp / "home", tmp / "runtime"
+    for folder in (home, runtime):
+        folder.mkdir()
+        if owner:
+            subprocess.run(["chown", f"{owner}:", str(folder)], check=True)
+    runtime.chmod(0o700)
+    return home
+
+
 def _lab_as_nobody(tmp_path: pathlib.Path) -> None:
     copy = copy_checkout(tmp_path / "repo", owner="nobody")
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "runtime").mkdir()
-    for folder in (home, tmp_path / "runtime"):
-        subprocess.run(["chown", "nobody:", str(folder)], check=True)
-    os.chmod(tmp_path / "runtime", 0o700)
+    home = _home_and_runtime(tmp_path, "nobody")
     log = tmp_path / "lab.log"
     process, base, token, pid = _serve(as_user("make lab", home=home), copy, _lab_env(tmp_path, home),
                                        tmp_path / "runtime", log)
@@ -387,12 +393,7 @@ def test_the_instructors_jupyter_lab_as_written_has_the_formgrader(user):
     with reachable_tmp() as tmp:
         owner = None if user == "root" else user
         copy = copy_checkout(tmp / "repo", owner=owner)
-        home, runtime = tmp / "home", tmp / "runtime"
-        for folder in (home, runtime):
-            folder.mkdir()
-            if owner:
-                subprocess.run(["chown", f"{owner}:", str(folder)], check=True)
-        runtime.chmod(0o700)
+        home = _home_and_runtime(tmp, owner)
         page = _instructor_lab(copy, tmp, home, (lambda c: ["bash", "-c", c]) if user == "root"
                                else (lambda c: as_user(c, user=user, home=home)))
     assert "formgrader" in page.lower(), page[:2000]
