@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from attnlib import numpy as anp
 from attnlib import torch as att
-from conftest import to_torch, tol
+from conftest import peak_bytes, to_torch, tol
 
 
 def _qkv(rng, batch, h, h_kv, n_q, n_k, d=4, d_v=3, dtype=np.float64):
@@ -190,3 +190,57 @@ def test_cpu_and_cuda_agree_with_grouped_heads():
         cpu, _ = att.grouped_query_attention(q, k, v, causal=True, need_weights=need_weights)
         gpu, _ = att.grouped_query_attention(q.cuda(), k.cuda(), v.cuda(), causal=True, need_weights=need_weights)
         torch.testing.assert_close(gpu.cpu(), cpu, rtol=2e-3, atol=2e-3)
+
+
+# --------------------------------------------------------------------------- the folded layout: masks and no copies
+
+@pytest.mark.parametrize("n_q", [1, 3, 20])  # torch folds up to FOLD_QUERIES queries per head on the CPU
+@pytest.mark.parametrize("mask_shape", [None, (8, "q", 24), ("q", 24), (1, "q", 24), (8, 1, 24), (2, 1, 1, 24), (24,)])
+def test_folded_rows_keep_masks_and_causal_alignment(backend, n_q, mask_shape):
+    """Each group's g query heads become g·n_q rows of one product: row r is query r % n_q, and its mask row."""
+    rng = np.random.default_rng(n_q)
+    q, k, v = _qkv(rng, (2,), 8, 2, n_q, 24, d=4, d_v=4)
+    mask = None if mask_shape is None else rng.random([n_q if s == "q" else s for s in mask_shape]) > 0.3
+    for causal in (False, True):
+        want, want_w = anp.scaled_dot_product_attention(*_repeated(q, k, v), mask=mask, causal=causal)
+        for need_weights in (True, False):
+            got, got_w = backend.call("grouped_query_attention", q, k, v, mask=mask, causal=causal,
+                                      need_weights=need_weights)
+            np.testing.assert_allclose(got, want, **tol(np.float64))
+            if need_weights:
+                np.testing.assert_allclose(got_w, want_w, **tol(np.float64))
+
+
+def _decode_step(lib, conv, kv=8, h=32, tokens=2048, d=64):
+    cache = lib.KVCache(1, h, d, n_kv_heads=kv, capacity=tokens + 8)  # room for the steps: no reallocation
+    rng = np.random.default_rng(kv)
+    past = conv(rng.normal(size=(kv, tokens, d)).astype(np.float32))
+    cache.append(0, past, past)
+    q1, k1 = (conv(rng.normal(size=(n, 1, d)).astype(np.float32)) for n in (h, kv))
+    keys, _ = cache.read(0)
+    return (lambda: lib.cached_attention(q1, k1, k1, cache, 0)), keys.nbytes
+
+
+def test_a_numpy_decoding_step_does_not_copy_the_keys_and_values():
+    """g = 4 copies of K and V would be 8 times K's bytes; the step holds less than two (a copy of the mask or a
+    temporary over K at most)."""
+    step, k_bytes = _decode_step(anp, lambda x: x)
+    step()
+    assert peak_bytes(step) < 2 * k_bytes
+
+
+def test_a_torch_decoding_step_does_not_copy_the_keys_and_values():
+    """torch.matmul materialises a broadcast operand: K (..., h_kv, 1, n, d) against q (..., h_kv, g, 1, d) would
+    allocate g copies.  The folded rows allocate far less than K's bytes in a step, with or without weights."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step, k_bytes = _decode_step(att, torch.from_numpy)
+    step()
+    q = torch.randn(32, 1, 64)
+    k, v = torch.randn(2, 8, 2048, 64)
+    for fn in (step, lambda: att.grouped_query_attention(q, k, v), lambda: att.grouped_query_attention(
+            q, k, v, need_weights=False)):
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+        allocated = sum(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+        assert allocated < k_bytes / 2, allocated

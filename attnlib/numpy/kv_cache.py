@@ -24,7 +24,8 @@ import numpy as np
 from .. import _checks
 from ._arrays import as_float_arrays
 from .attention import scaled_dot_product_attention
-from .gqa import grouped_query_attention
+from .flash import tiled_attention
+from .gqa import grouped_attention, grouped_query_attention
 
 
 class KVCache:
@@ -161,15 +162,23 @@ def cached_attention(q, k, v, cache, layer):
     ``q`` is checked before anything is appended, so a refused call leaves the
     cache as it was.  A single new query (one decoding step) sees every cached
     key: the causal mask only matters when several positions arrive at once.
+    The keys and values of a ``KVCache``, checked when they were appended, are
+    not scanned again (any other object with an ``append`` is checked as usual);
+    with grouped heads the step reads each cached key/value head once, for the
+    whole group of its query heads (:func:`attnlib.numpy.gqa.grouped_attention`).
     """
     q, k, v = as_float_arrays(q=q, k=k, v=v)
+    causal = q.shape[-2] > 1 if q.ndim >= 2 else False
     if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:  # h query heads, h_kv key/value heads
         _checks.check_groups(q.shape, k.shape, v.shape)
         _checks.check_step_query(q.shape[:-3] + q.shape[-2:], k.shape[:-3] + k.shape[-2:])
         keys, values = cache.append(layer, k, v)  # (..., h_kv, length, d_head)
-        out, _ = grouped_query_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)
-        return out
+        if not isinstance(cache, KVCache):  # another object with an append(): check what it hands back
+            return grouped_query_attention(q, keys, values, causal=causal, need_weights=False)[0]
+        batch, _ = _checks.check_groups(q.shape, keys.shape, values.shape)
+        return grouped_attention(q, keys, values, None, causal, False, batch)[0]  # each group's rows in one product
     _checks.check_step_query(q.shape, k.shape)
     keys, values = cache.append(layer, k, v)  # (..., h, length, d_head)
-    out, _ = scaled_dot_product_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)
-    return out
+    if not isinstance(cache, KVCache):
+        return scaled_dot_product_attention(q, keys, values, causal=causal, need_weights=False)[0]
+    return tiled_attention(q, keys, values, causal=causal)  # checked when appended: not scanned again

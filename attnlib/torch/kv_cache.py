@@ -7,7 +7,7 @@ import math
 from .. import _checks
 from ._tensors import as_float_tensors
 from .attention import fused_attention, scaled_dot_product_attention
-from .gqa import grouped_query_attention
+from .gqa import grouped_attention, grouped_query_attention
 
 
 class KVCache:
@@ -129,14 +129,20 @@ def cached_attention(q, k, v, cache, layer):
     anything is appended, so a refused call leaves the cache as it was.  A single
     new query (one decoding step) sees every cached key: it needs no mask, and the
     keys and values of a ``KVCache``, checked when they were appended, are not
-    scanned again (any other object with an ``append`` is checked as usual).
+    scanned again (any other object with an ``append`` is checked as usual).  With
+    grouped heads each group's queries are folded into the rows of one product
+    against its key/value head (:func:`attnlib.torch.gqa.grouped_attention`).
     """
     q, k, v = as_float_tensors(q=q, k=k, v=v)
     if q.dim() >= 3 and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:  # h query heads, h_kv key/value heads
         _checks.check_groups(tuple(q.shape), tuple(k.shape), tuple(v.shape))
         _checks.check_step_query(tuple(q.shape[:-3] + q.shape[-2:]), tuple(k.shape[:-3] + k.shape[-2:]))
-        keys, values = cache.append(layer, k, v)  # (..., h_kv, length, d_head)
-        return grouped_query_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)[0]
+        if not isinstance(cache, KVCache):  # another object with an append(): check what it hands back
+            keys, values = cache.append(layer, k, v)
+            return grouped_query_attention(q, keys, values, causal=q.shape[-2] > 1, need_weights=False)[0]
+        keys, values = cache._store(cache._check_layer(layer), k, v)  # (..., h_kv, length, d_head), not re-checked
+        batch, _ = _checks.check_groups(tuple(q.shape), tuple(keys.shape), tuple(values.shape))
+        return grouped_attention(q, keys, values, None, q.shape[-2] > 1, False, batch)[0]  # groups folded into rows
     batch = _checks.check_step_query(tuple(q.shape), tuple(k.shape))
     if not isinstance(cache, KVCache):  # another object with an append(): check what it hands back
         keys, values = cache.append(layer, k, v)
