@@ -7,11 +7,14 @@ linear attention, the KV cache) are computed with it; RoPE, ALiBi and grouped
 query attention are written here in a few lines of NumPy (a rotation of pairs, a
 bias per head, repeated key/value heads), so these checks do not depend on the
 library's newer modules; where those modules exist they are cross-checked at the end.
+The one exception: question 3's slopes for a head count that is not a power of two
+are read from ``anp.alibi_bias`` and held against the ALiBi paper's rule written here.
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import re
 
@@ -86,11 +89,14 @@ def test_q1_rope_rotates_query_and_key_pairs(quiz_questions):
     z = (q[0::2] + 1j * q[1::2]) * np.exp(1j * 5 * 10000.0 ** (-np.arange(0, d, 2) / d))
     rotated = rope(q[None], [5])[0]
     np.testing.assert_allclose(rotated[0::2] + 1j * rotated[1::2], z, rtol=1e-12)
-    # A: a position vector added to the inputs before the projections makes the score depend on absolute
-    # positions; the rotation does not
+    # A: the dot product of two sinusoidal codes depends only on the offset; the score after the codes are added
+    # to the embeddings and projected by W_Q, W_K depends on the absolute positions too; the rotation's does not
+    codes = sinusoidal(np.arange(64), d)  # (64, d)
+    gram = codes @ codes.T  # (64, 64)
+    assert max(np.ptp(np.diagonal(gram, offset=k)) for k in range(64)) < 1e-12
     w_q, w_k = rng.standard_normal((2, d, d))
 
-    def added(m, n):
+    def added(m, n, q=q, k=k, w_q=w_q, w_k=w_k):
         p = sinusoidal([m, n], d)
         return ((q + p[0]) @ w_q) @ ((k + p[1]) @ w_k)
 
@@ -98,7 +104,14 @@ def test_q1_rope_rotates_query_and_key_pairs(quiz_questions):
         return rope(q[None], [m])[0] @ rope(k[None], [n])[0]
 
     assert abs(added(3, 1) - added(10, 8)) > 1e-3
+    zero = np.zeros(d)  # codes alone, projected: still not the offset alone
+    assert abs(added(3, 1, zero, zero) - added(10, 8, zero, zero)) > 1e-3
+    # "一般": with no content and W_Q = W_K = I the score is the codes' dot product, unchanged by the shift
+    eye = np.eye(d)
+    assert added(3, 1, zero, zero, eye, eye) == pytest.approx(added(10, 8, zero, zero, eye, eye), abs=1e-12)
     assert rotated_score(3, 1) == pytest.approx(rotated_score(10, 8), abs=1e-12)
+    text = explanation(quiz_questions[1], "A")
+    assert "编码本身的点积只取决于位置差" in text and "W_Q" in text and "W_K" in text and "一般" in text
     # C: what the rotation does to a score is not a bias of the distance alone: it depends on the vectors
     q2, k2 = rng.standard_normal((2, d))
     change = rotated_score(3, 1) - q @ k
@@ -119,6 +132,20 @@ def test_q1_rope_rotates_query_and_key_pairs(quiz_questions):
     assert "值保持原样" in explanation(quiz_questions[1], "B")
 
 
+def decay_factor(distances, d, base=10000.0):
+    """RoFormer's relative upper bound (2/d) sum_j |S_j|, S_j = sum_{i<j} e^(i t theta_i), at each distance t."""
+    theta = base ** (-np.arange(0, d, 2) / d)  # (d/2,)
+    partial = np.cumsum(np.exp(1j * np.asarray(distances, dtype=float)[:, None] * theta), axis=-1)  # (t, d/2)
+    return np.abs(partial).mean(axis=-1)
+
+
+def decay_bound(q, k, distances, base=10000.0):
+    """The bound of RoFormer's long-term decay (Abel summation): max_i |h_(i+1) - h_i| * sum_j |S_j|, h_(d/2) = 0."""
+    d = q.shape[-1]
+    h = np.append((q[0::2] + 1j * q[1::2]) * np.conj(k[0::2] + 1j * k[1::2]), 0)  # (d/2 + 1,)
+    return np.abs(np.diff(h)).max() * decay_factor(distances, d, base) * (d // 2)
+
+
 def test_q2_rope_relative_norm_preserving_not_monotone_no_parameters(quiz_questions):
     rng = np.random.default_rng(2)
     d = 16
@@ -136,6 +163,22 @@ def test_q2_rope_relative_norm_preserving_not_monotone_no_parameters(quiz_questi
     assert round(at[3], 2) == -0.99 and round(at[6], 2) == 0.96 and at[6] > at[3]
     text = explanation(quiz_questions[2], "A")
     assert "−0.99" in text and "+0.96" in text and "相距 3" in text and "相距 6" in text
+    # A: RoFormer's long-term decay is an upper bound of the dot product that shrinks, not the dot product itself
+    assert "上界" in text and "平均" not in text
+    distances = np.arange(2001)
+    factor = decay_factor(distances, 128)  # (2001,)
+    assert factor[0] == pytest.approx((64 + 1) / 2) == factor.max()  # every S_j = j at distance 0
+    edges = [0, 10, 50, 100, 250, 500, 1000, 2001]
+    means = np.array([factor[a:b].mean() for a, b in itertools.pairwise(edges)])
+    assert (np.diff(means) < 0).all()  # it falls overall ...
+    assert (np.diff(factor) > 0).sum() > 100  # ... with ups and downs on the way
+    np.testing.assert_allclose(decay_factor(distances, 2), 1.0)  # "d 较大时": one pair (d = 2) has no decay at all
+    for seed in range(3):
+        q3, k3 = np.random.default_rng(20 + seed).standard_normal((2, 128))
+        scores = np.array([rope(q3[None], [t])[0] @ k3 for t in distances])  # key at 0, query at distance t
+        bound = decay_bound(q3, k3, distances)
+        assert (np.abs(scores) <= bound + 1e-9).all()
+        assert (np.diff(np.abs(scores)) > 0).any()  # the dot product itself is not monotone
     # C: no parameter: any position is computed from the formula, far beyond any "table"
     far = rope(x[:1], [10**7])
     assert np.isfinite(far).all() and np.linalg.norm(far) == pytest.approx(np.linalg.norm(x[0]))
@@ -146,6 +189,19 @@ def test_q2_rope_relative_norm_preserving_not_monotone_no_parameters(quiz_questi
 def alibi_slopes(n_heads: int) -> np.ndarray:
     """2^(-8h/H) for h = 1..H."""
     return 2.0 ** (-8.0 * np.arange(1, n_heads + 1) / n_heads)
+
+
+def paper_slopes(n_heads: int) -> list:
+    """The slopes of the ALiBi paper's code (Press et al., 2022), for any number of heads."""
+    if math.log2(n_heads).is_integer():
+        return [2.0 ** (-8.0 * i / n_heads) for i in range(1, n_heads + 1)]
+    closest = 2 ** math.floor(math.log2(n_heads))
+    return paper_slopes(closest) + paper_slopes(2 * closest)[0::2][:n_heads - closest]
+
+
+def library_slopes(n_heads: int) -> np.ndarray:
+    """The slopes of ``anp.alibi_bias``: minus its bias of query 1 on key 0 (distance 1), head by head."""
+    return -np.asarray(anp.alibi_bias(2, 2, n_heads))[:, 1, 0]
 
 
 def alibi_causal(n: int, n_heads: int) -> np.ndarray:
@@ -168,7 +224,15 @@ def test_q3_alibi_biases_scaled_scores_before_softmax(quiz_questions):
     rng = np.random.default_rng(3)
     h, n, d = 8, 7, 4
     np.testing.assert_allclose(alibi_slopes(8), [1 / 2**i for i in range(1, 9)])
-    assert "2^(−8/h)、2^(−16/h)、…、2^(−8)" in explanation(quiz_questions[3], "C")
+    text = explanation(quiz_questions[3], "C")
+    assert "2^(−8/h)、2^(−16/h)、…、2^(−8)" in text and "2 的幂时" in text and "另有取法" in text
+    # C: 2^(-8i/h) holds for h a power of two; other head counts take the paper's rule (attnlib's alibi_bias)
+    for heads in (1, 2, 4, 8, 16):
+        np.testing.assert_allclose(library_slopes(heads), alibi_slopes(heads), rtol=1e-12)
+        np.testing.assert_allclose(paper_slopes(heads), alibi_slopes(heads), rtol=1e-12)
+    for heads in (6, 12, 20):
+        np.testing.assert_allclose(library_slopes(heads), paper_slopes(heads), rtol=1e-12)
+        assert not np.allclose(library_slopes(heads), alibi_slopes(heads), rtol=1e-3)
     # A, C: equal raw scores -> weights shrink with the distance, each row still sums to one
     q = np.zeros((h, n, d))
     _, w = alibi_attention(q, rng.standard_normal((h, n, d)), rng.standard_normal((h, n, d)), alibi_slopes(h))
@@ -321,7 +385,7 @@ def online_attention(q, k, v, block: int, *, rescale=True):
 
 
 
-def test_q8_flash_attention_is_exact_with_linear_memory_and_quadratic_work():
+def test_q8_flash_attention_is_exact_with_linear_memory_and_quadratic_work(quiz_questions):
     rng = np.random.default_rng(8)
     n, d = 96, 8
     q, k, v = rng.standard_normal((3, n, d)) * 2.0
@@ -342,6 +406,18 @@ def test_q8_flash_attention_is_exact_with_linear_memory_and_quadratic_work():
     full = {m: peak_bytes(lambda m=m: anp.scaled_dot_product_attention(*big[m])) for m in big}
     assert full[2048] > 3.5 * full[1024] and full[2048] >= 2048 * 2048 * 8
     assert flash[2048] < 1.5 * flash[1024] and flash[2048] < full[2048] / 3
+    # C: O(n) for the rows' statistics plus O(r c) for one tile of scores (chapter 10: O(n * block)).
+    # Fixed 32 x 32 tiles: the peak per query row stays flat as n doubles (an n x n part would double it).
+    per_row = {m: peak_bytes(lambda m=m: anp.flash_attention(*big[m], block_size=32)) / m for m in big}
+    assert 0.8 < per_row[2048] / per_row[1024] < 1.25
+    # All n queries in one block, c keys per tile: each extra key column costs a column of n float64 per live tile
+    # (chapter 10 measures about two: the previous tile is not yet freed), the O(r c) part
+    n = 2048
+    tile = {c: peak_bytes(lambda c=c: anp.flash_attention(*big[n], block_size=(n, c))) for c in (64, 128)}
+    columns = (tile[128] - tile[64]) / (n * 64 * 8)
+    assert 0.5 < columns < 3.0, columns
+    text = explanation(quiz_questions[8], "C")
+    assert "O(n)" in text and "O(r·c)" in text and "O(n·块大小)" in text and "O(n²)" in text
 
 
 # --------------------------------------------------------------------------- sliding windows (question 9)
@@ -352,7 +428,7 @@ def stacked_windows(x, window: int, layers: int):
     return x
 
 
-def test_q9_sliding_window_cost_and_receptive_field():
+def test_q9_sliding_window_cost_and_receptive_field(quiz_questions):
     rng = np.random.default_rng(9)
     n, w, d = 40, 4, 8
     x = rng.standard_normal((n, d))
@@ -379,8 +455,21 @@ def test_q9_sliding_window_cost_and_receptive_field():
     x2[j] += 3.0
     assert np.allclose(stacked_windows(x2, w, 1)[i], stacked_windows(x, w, 1)[i])
     assert not np.allclose(stacked_windows(x2, w, 2)[i], stacked_windows(x, w, 2)[i])
-    # C: not full causal attention when n > w, even with w >= 2
-    assert not np.allclose(full, anp.scaled_dot_product_attention(x, x, x, causal=True)[0], atol=1e-3)
+    # C: when n > w the first w rows see only keys inside the window and agree with full causal attention; every
+    # later row's weights differ (zero against positive outside the window), and so, in general, does its output
+    causal_out, causal_w = anp.scaled_dot_product_attention(x, x, x, causal=True)
+    _, window_w = anp.scaled_dot_product_attention(x, x, x, mask=seen)
+    np.testing.assert_allclose(full[:w], causal_out[:w], atol=1e-12)
+    outside = anp.causal_mask(n) & ~seen  # (n, n): keys a full causal row sees and the window does not
+    assert (causal_w[outside] > 0).all() and (window_w[outside] == 0).all()
+    assert outside[w:].any(axis=-1).all() and not outside[:w].any()
+    assert (np.abs(full - causal_out).max(axis=-1)[w:] > 1e-6).all()
+    # the special case: with all value vectors equal, every output is that vector in both
+    same = np.tile(rng.standard_normal(d), (n, 1))  # (n, d)
+    np.testing.assert_allclose(anp.sliding_window_attention(x, x, same, w, causal=True),
+                               anp.scaled_dot_product_attention(x, x, same, causal=True)[0], atol=1e-12)
+    text = explanation(quiz_questions[9], "C")
+    assert "一般也不同" in text and "所有值向量都相同" in text and "只要 n > w" not in text
 
 
 # --------------------------------------------------------------------------- linear attention (question 10)
