@@ -24,6 +24,15 @@ high-bandwidth memory less often (the blocks live in on-chip SRAM).  NumPy
 controls no such thing: this module shows the algorithm and its memory
 saving.  ``scaled_dot_product_attention(..., need_weights=False)`` uses it,
 with blocks sized so that one block of scores stays in the CPU's cache.
+
+The backward pass (chapter 18) is tiled the same way, as in FlashAttention-2
+(Dao, 2023, Algorithm 2).  The forward keeps one number per query row, its
+log-sum-exp ``L_i = m_i + log(denom_i)``; from it any block of weights is
+recomputed exactly, ``P_ij = exp(S_ij - L_i)``, and with
+``D_i = rowsum(dO_i * O_i)`` the softmax backward of a block needs nothing
+else from the other blocks.  :func:`flash_attention_backward` therefore holds
+one block of scores at a time, never the n_q x n_k weights that
+:func:`backward_from_weights` (the same formulas, untiled) needs.
 """
 
 from __future__ import annotations
@@ -33,8 +42,9 @@ import math
 import numpy as np
 
 from .. import _checks
-from ._arrays import as_float_arrays, as_mask
+from ._arrays import as_float, as_float_arrays, as_mask
 from .masks import causal_rows
+from .scaling import softmax_vjp
 from .softmax import safe_reciprocal
 
 #: Default size of one block of scores, in elements (4 MiB in float32): small enough
@@ -50,7 +60,7 @@ BOUND_SHORTCUT = True
 CAUSAL_BLOCKS = 8
 
 
-def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None):
+def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None, return_lse=False):
     """Exact scaled dot-product attention, computed block by block with an online softmax.
 
     Parameters
@@ -67,21 +77,26 @@ def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None):
         Query rows and keys per block (one int: both).  Any positive sizes
         work, dividing n or not.  Default: up to ``KEY_BLOCK`` keys and as
         many query rows as fit ``TILE_ELEMENTS`` scores.
+    return_lse : bool
+        Also return each query row's log-sum-exp, what the backward pass needs.
 
     Returns
     -------
-    ndarray, shape (..., n_q, d_v)
+    out : ndarray, shape (..., n_q, d_v)
         Equal to ``scaled_dot_product_attention(q, k, v, ...)[0]`` up to
         rounding; a fully masked row is zero.
+    lse : ndarray, shape (..., n_q), only with ``return_lse=True``
+        ``log sum_j exp(s_ij)`` over the keys row i may see (``s`` the scaled
+        scores); ``-inf`` on a fully masked row.
     """
     q, k, v = as_float_arrays(q=q, k=k, v=v)
     batch = _checks.check_qkv(q.shape, k.shape, v.shape)
     if mask is not None:
         mask = as_mask(mask, batch + (q.shape[-2], k.shape[-2]))
-    return tiled_attention(q, k, v, mask=mask, causal=causal, block_size=block_size)
+    return tiled_attention(q, k, v, mask=mask, causal=causal, block_size=block_size, return_lse=return_lse)
 
 
-def tiled_attention(q, k, v, *, mask=None, causal=False, block_size=None) -> np.ndarray:
+def tiled_attention(q, k, v, *, mask=None, causal=False, block_size=None, return_lse=False):
     """:func:`flash_attention` on arrays that are already checked (the output-only path of SDPA)."""
     batch = _checks.broadcast_batch({"q": q.shape, "k": k.shape, "v": v.shape})
     n_q, n_k = q.shape[-2], k.shape[-2]
@@ -90,19 +105,22 @@ def tiled_attention(q, k, v, *, mask=None, causal=False, block_size=None) -> np.
     k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
     small = rows_with_small_scores(q, k, causal) if BOUND_SHORTCUT and mask is None else None  # (..., n_q, 1)
     out = np.empty(batch + (n_q, v.shape[-1]), dtype=q.dtype)  # (..., n_q, d_v)
+    lse = np.empty(batch + (n_q,), dtype=q.dtype)  # (..., n_q)
     for start in range(0, n_q, rows):
         r = slice(start, min(start + rows, n_q))
         stop = min(n_k, max(0, r.stop + n_k - n_q)) if causal else n_k  # keys right of this: hidden from all
         small_rows = None if small is None else small[..., r, :]
-        out[..., r, :] = attend_block(q[..., r, :], k_t, v, r, n_q, mask, causal, cols, stop, batch, small_rows)
-    return out
+        out[..., r, :], lse[..., r] = attend_block(q[..., r, :], k_t, v, r, n_q, mask, causal, cols, stop, batch,
+                                                   small_rows)
+    return (out, lse) if return_lse else out
 
 
 def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols: int, stop: int, batch: tuple,
                  small=None):
     """One block of (scaled) queries against the key blocks it may see (keys ``:stop``), with an online softmax.
 
-    ``q_blk`` (..., r, d_k), ``k_t`` (..., d_k, n_k), ``v`` (..., n_k, d_v); returns the output rows (..., r, d_v).
+    ``q_blk`` (..., r, d_k), ``k_t`` (..., d_k, n_k), ``v`` (..., n_k, d_v); returns the output rows (..., r, d_v)
+    and their log-sum-exp (..., r), ``shift + log(denom)``.
     ``small`` (..., r, 1), optional: rows whose scores are provably small (see
     :func:`rows_with_small_scores`) keep a shift of 0 instead of their running
     maximum; when every row of the block is small, the maximum is never computed.
@@ -133,8 +151,11 @@ def attend_block(q_blk, k_t, v, rows: slice, n_q: int, mask, causal: bool, cols:
             acc = acc * rescale + s @ v[..., c, :]
         m = m_new
     if acc is None:  # no key is visible to any row of the block (causal, more queries than keys)
-        return np.zeros(batch + (q_blk.shape[-2], v.shape[-1]), dtype=q_blk.dtype)
-    return acc * safe_reciprocal(denom)  # a row that saw no key stays 0
+        r = q_blk.shape[-2]
+        return np.zeros(batch + (r, v.shape[-1]), dtype=q_blk.dtype), np.full(batch + (r,), -np.inf, q_blk.dtype)
+    with np.errstate(divide="ignore"):  # a row that saw no key: log 0 = -inf
+        lse = np.log(denom) + (0.0 if m is None else np.where(np.isfinite(m), m, 0.0))  # the last shift used
+    return acc * safe_reciprocal(denom), lse[..., 0]  # a row that saw no key stays 0
 
 
 def rows_with_small_scores(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
@@ -190,3 +211,138 @@ def block_sizes(block_size, n_q: int, n_k: int, batch_size: int, causal: bool = 
     if causal:
         rows = min(rows, -(-n_q // CAUSAL_BLOCKS))  # ceil(n_q / CAUSAL_BLOCKS)
     return max(1, min(n_q, max(16, rows))), cols
+
+
+# --------------------------------------------------------------------------- the backward pass (chapter 18)
+
+def flash_attention_backward(q, k, v, out, lse, d_out, *, mask=None, causal=False, block_size=None):
+    """The gradients of :func:`flash_attention`, block by block, from the row statistics the forward kept.
+
+    Parameters
+    ----------
+    q : array_like of float, shape (..., n_q, d_k)
+    k : array_like of float, shape (..., n_k, d_k)
+    v : array_like of float, shape (..., n_k, d_v)
+        The forward's inputs; leading dimensions broadcast.
+    out : array_like of float, shape (..., n_q, d_v)
+    lse : array_like of float, shape (..., n_q)
+        The forward's output and log-sum-exp (``flash_attention(..., return_lse=True)``);
+        ``...`` the broadcast batch shape.  ``lse`` is ``-inf`` on a fully masked row.
+    d_out : array_like of float, shape (..., n_q, d_v)
+        The gradient of the loss with respect to ``out``.
+    mask, causal, block_size
+        As in the forward.
+
+    Returns
+    -------
+    dq, dk, dv : ndarray, the shapes of q, k and v
+        A fully masked row contributes zero gradients (never NaN).
+    """
+    q, k, v, out, d_out = as_float_arrays(q=q, k=k, v=v, out=out, d_out=d_out)
+    lse = as_float(lse, "lse")
+    batch = _checks.check_qkv(q.shape, k.shape, v.shape)
+    _checks.check_same_dtype({"q": q.dtype, "lse": lse.dtype})
+    check_backward_inputs(batch + (q.shape[-2], v.shape[-1]), out.shape, d_out.shape, lse.shape,
+                          bool(np.isnan(lse).any() or (lse == np.inf).any()))
+    if mask is not None:
+        mask = as_mask(mask, batch + (q.shape[-2], k.shape[-2]))
+    return tiled_backward(q, k, v, out, lse, d_out, mask=mask, causal=causal, block_size=block_size)
+
+
+def tiled_backward(q, k, v, out, lse, d_out, *, mask=None, causal=False, block_size=None):
+    """:func:`flash_attention_backward` on checked arrays.
+
+    Key blocks outside, query blocks inside, as in FlashAttention-2: a key block's
+    ``dK`` and ``dV`` are complete when its inner loop ends; ``dQ`` sums over the key blocks.
+    """
+    batch = _checks.broadcast_batch({"q": q.shape, "k": k.shape, "v": v.shape})
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    q_scaled = q * scale  # the scores use scaled queries, as in the forward
+    delta = np.sum(d_out * out, axis=-1, keepdims=True)  # D = rowsum(dO * O): (..., n_q, 1)
+    shift = np.where(np.isfinite(lse), lse, 0.0)[..., None]  # L, and 0 where a row sees no key: (..., n_q, 1)
+    dq = np.zeros(batch + q.shape[-2:], dtype=q.dtype)  # (..., n_q, d_k), summed over the key blocks
+    dk = np.zeros(batch + k.shape[-2:], dtype=q.dtype)  # (..., n_k, d_k)
+    dv = np.zeros(batch + v.shape[-2:], dtype=q.dtype)  # (..., n_k, d_v)
+    for k0 in range(0, n_k, cols):
+        c = slice(k0, min(k0 + cols, n_k))
+        dk_c = dv_c = 0.0  # this key block's gradients, summed over every query block that sees it
+        for r0 in query_blocks(c, rows, n_q, n_k, causal):
+            r = slice(r0, min(r0 + rows, n_q))
+            p = recompute_weights(q_scaled[..., r, :], k[..., c, :], shift[..., r, :], r, c, n_q, n_k, mask, causal)
+            dq_r, dk_rc, dv_rc = block_gradients(q[..., r, :], k[..., c, :], v[..., c, :], p, d_out[..., r, :],
+                                                 delta[..., r, :], scale)
+            dq[..., r, :] += dq_r
+            dk_c, dv_c = dk_c + dk_rc, dv_c + dv_rc
+        dk[..., c, :], dv[..., c, :] = dk_c, dv_c
+    return sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
+
+
+def recompute_weights(q_blk, k_blk, shift, rows: slice, cols: slice, n_q: int, n_k: int, mask, causal: bool):
+    """One block of attention weights from its scores and each row's log-sum-exp: ``P = exp(S - L)``.
+
+    ``q_blk`` (..., r, d_k) scaled, ``k_blk`` (..., c, d_k), ``shift`` (..., r, 1) the rows' L;
+    returns (..., r, c), exactly the softmax weights of these rows (a hidden score gives 0).
+    """
+    s = q_blk @ np.swapaxes(k_blk, -1, -2)  # (..., r, c): the only block of scores
+    hide_(s, rows, cols, n_q, n_k, mask, causal)
+    return np.exp(s - shift)
+
+
+def block_gradients(q_blk, k_blk, v_blk, p, d_out_blk, delta, scale: float):
+    """What one block of weights sends back to its queries, keys and values (the formulas of the backward pass).
+
+    ``q_blk`` (..., r, d_k), ``k_blk`` (..., c, d_k), ``v_blk`` (..., c, d_v), ``p`` (..., r, c) the
+    weights, ``d_out_blk`` (..., r, d_v), ``delta`` (..., r, 1) the rows' ``D = rowsum(dO * O)``
+    (None: computed from ``p`` and ``dP``); ``scale`` is ``1 / sqrt(d_k)``.
+    Returns ``(dq, dk, dv)``, shapes (..., r, d_k), (..., c, d_k), (..., c, d_v).
+    """
+    dv = np.swapaxes(p, -1, -2) @ d_out_blk  # dV = P^T dO: (..., c, d_v)
+    dp = d_out_blk @ np.swapaxes(v_blk, -1, -2)  # dP = dO V^T: (..., r, c)
+    ds = softmax_vjp(p, dp, row_dots=delta)  # dS = P * (dP - D): (..., r, c)
+    dq = (ds @ k_blk) * scale  # dQ = dS K / sqrt(d_k): (..., r, d_k)
+    dk = (np.swapaxes(ds, -1, -2) @ q_blk) * scale  # dK = dS^T Q / sqrt(d_k): (..., c, d_k)
+    return dq, dk, dv
+
+
+def backward_from_weights(q, k, v, weights, out, d_out):
+    """The same gradients in one block: from the stored n_q x n_k weights, as autograd keeps them.
+
+    ``weights`` (..., n_q, n_k) and ``out`` (..., n_q, d_v) as returned by
+    ``scaled_dot_product_attention`` (masks and causality are already zeros in
+    the weights); returns ``(dq, dk, dv)`` with the shapes of q, k and v.
+    """
+    delta = np.sum(d_out * out, axis=-1, keepdims=True)  # D = rowsum(dO * O): (..., n_q, 1)
+    dq, dk, dv = block_gradients(q, k, v, weights, d_out, delta, 1.0 / math.sqrt(q.shape[-1]))
+    return sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
+
+
+def query_blocks(cols: slice, rows: int, n_q: int, n_k: int, causal: bool) -> range:
+    """Starts of the query blocks that see some key of block ``cols``: with ``causal``, none before the first
+    row whose last visible key (``i + n_k - n_q``) reaches ``cols.start``."""
+    first = max(0, cols.start - (n_k - n_q)) if causal else 0
+    return range(first // rows * rows, n_q, rows)
+
+
+def sum_to(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """A gradient summed back to an input's ``shape``, over the leading dimensions that broadcasting stretched."""
+    extra = grad.ndim - len(shape)
+    grad = grad.sum(axis=tuple(range(extra))) if extra else grad
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
+
+
+def check_backward_inputs(expected: tuple, out_shape: tuple, d_out_shape: tuple, lse_shape: tuple,
+                          lse_bad: bool) -> None:
+    """``out`` and ``d_out`` have the forward output's shape ``expected``, ``lse`` one entry per row of it.
+
+    ``lse`` may be ``-inf`` (a fully masked row), never NaN or ``+inf``.
+    """
+    _checks.check_same_shape({"out": out_shape, "d_out": d_out_shape, "forward output": expected})
+    if tuple(lse_shape) != expected[:-1]:
+        raise ValueError(f"lse 的形状应为 {expected[:-1]}（每个查询行一个数），收到 {tuple(lse_shape)} "
+                         f"(lse must have shape out.shape[:-1])。")
+    if lse_bad:
+        raise ValueError("lse 含有 NaN 或 +inf：它应当是前向传播返回的每行 log-sum-exp，只有整行被掩码时为 -inf "
+                         "(lse must come from flash_attention(..., return_lse=True))。")

@@ -5,7 +5,8 @@ and k is independent with mean 0, ``Var(q . k) = d_k * std_q**2 * std_k**2``:
 :func:`dot_product_variance` measures it on seeded random samples.  Large
 scores saturate softmax (one weight near 1, the rest near 0), which
 :func:`weight_entropy` measures, and a saturated softmax passes almost no
-gradient back, which :func:`softmax_grad_norm` measures.
+gradient back, which :func:`softmax_grad_norm` measures (with :func:`softmax_vjp`,
+the softmax backward that attention's backward pass reuses).
 """
 
 from __future__ import annotations
@@ -127,9 +128,32 @@ def softmax_grad_norm(scores, upstream, axis=-1):
     s, u = as_float_arrays(scores=scores, upstream=upstream)
     _checks.check_same_shape({"scores": s.shape, "upstream": u.shape})
     axis = _checks.check_axis(axis, s.ndim)
-    w = softmax(s, axis=axis)
-    grad = w * (u - np.sum(w * u, axis=axis, keepdims=True))  # J^T u, the shape of s
+    grad = softmax_vjp(softmax(s, axis=axis), u, axis=axis)  # J^T u, the shape of s
     return np.sqrt(np.sum(grad * grad, axis=axis))
+
+
+def softmax_vjp(weights: np.ndarray, upstream: np.ndarray, axis: int = -1, row_dots=None) -> np.ndarray:
+    """The gradient that flows back through softmax to its scores: ``J^T u = w * (u - w . u)``, row by row.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (..., n_k)
+        Softmax outputs ``w`` (a fully masked row of zeros gets a zero gradient).
+    upstream : ndarray, shape (..., n_k)
+        The gradient ``u`` arriving at the weights.
+    axis : int
+        The axis softmax normalised.
+    row_dots : ndarray, shape (..., 1), optional
+        Each row's ``w . u`` when it is already known: attention's backward pass
+        gets it as ``rowsum(dO * O)`` without a pass over the weights (chapter 18).
+
+    Returns
+    -------
+    ndarray, the broadcast shape of ``weights`` and ``upstream``
+    """
+    if row_dots is None:
+        row_dots = np.sum(weights * upstream, axis=axis, keepdims=True)  # (..., 1)
+    return weights * (upstream - row_dots)
 
 
 def _check_sampling(d_k, n_samples, seed, device) -> None:
