@@ -1,5 +1,5 @@
-# right: float32 throughout; each position's d × d block-diagonal rotation matrix built and applied as a matrix
-# product; the bias from np.tril of the distances; the decoding step with the student's own rope
+# right: float32 throughout, the angles too; each position's d × d block-diagonal rotation matrix built and applied
+# as a matrix product; the bias from np.tril of the distances; the decoding step with the student's own rope
 # %% rope
 def rope(x, positions=None, base=10000.0):
     x = np.asarray(x, dtype=np.float32)
@@ -11,7 +11,7 @@ def rope(x, positions=None, base=10000.0):
     for row, p in enumerate(pos):
         r = np.zeros((d, d), dtype=np.float32)
         for i in range(d // 2):
-            th = float(p) * base ** (-2 * i / d)
+            th = np.float32(p) * np.float32(base) ** np.float32(-2 * i / d)  # 角度也是 float32
             c, s = np.cos(th), np.sin(th)
             r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, -s], [s, c]]
         out[..., row, :] = x[..., row, :] @ r.T
