@@ -206,3 +206,14 @@ def test_bad_backward_inputs_are_refused():
     with pytest.raises(ValueError, match="lse"):
         q_t, k_t, v_t, out_t, d_out_t = (torch.tensor(a) for a in (q, k, v, out, d_out))
         torch_flash.flash_attention_backward(q_t, k_t, v_t, out_t, torch.zeros(5, dtype=torch.float64), d_out_t)
+
+
+def test_values_with_batch_dimensions_of_their_own(backend):
+    """Only v has a batch dimension: the gradients of q and k are summed over it."""
+    q, k, v, d_out, _ = problem(((9, 4), (6, 4), (2, 6, 3)), seed=8)
+    for causal in (False, True):
+        expected = reference(q, k, v, d_out, causal=causal)
+        _, _, grads = tiled(backend, q, k, v, d_out, causal=causal, block_size=(4, 4))
+        for got, want in zip(grads, expected[2], strict=True):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, **CLOSE)

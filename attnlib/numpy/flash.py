@@ -52,6 +52,9 @@ from .softmax import safe_reciprocal
 TILE_ELEMENTS = 1 << 20
 #: Default number of keys per block.
 KEY_BLOCK = 4096
+#: Default block of the backward pass, in elements: it holds three arrays of a block's size (P, dP, dS)
+#: where the forward holds about two, so half the forward's (``make bench BENCH=backward`` measures it).
+BACKWARD_TILE_ELEMENTS = TILE_ELEMENTS // 2
 #: Rows whose scores are provably small skip the shift, and blocks made only of them the maximum
 #: (see ``rows_with_small_scores``; ``make bench`` shows the gain).
 BOUND_SHORTCUT = True
@@ -199,15 +202,16 @@ def hide_(s: np.ndarray, rows: slice, cols: slice, n_q: int, n_k: int, mask, cau
         np.copyto(s, -np.inf, where=~causal_rows(rows.start, rows.stop, n_q, n_k, cols))
 
 
-def block_sizes(block_size, n_q: int, n_k: int, batch_size: int, causal: bool = False) -> tuple[int, int]:
-    """``(query rows, keys)`` per block: the caller's, or sized so a block holds ~``TILE_ELEMENTS`` scores.
+def block_sizes(block_size, n_q: int, n_k: int, batch_size: int, causal: bool = False,
+                tile: int = TILE_ELEMENTS) -> tuple[int, int]:
+    """``(query rows, keys)`` per block: the caller's, or sized so a block holds ~``tile`` scores.
 
     With ``causal`` the queries are cut into at least ``CAUSAL_BLOCKS`` blocks (of at least 16 rows).
     """
     if block_size is not None:
         return _checks.check_block_size(block_size)
     cols = max(1, min(n_k, KEY_BLOCK))
-    rows = TILE_ELEMENTS // (cols * max(1, batch_size))
+    rows = tile // (cols * max(1, batch_size))
     if causal:
         rows = min(rows, -(-n_q // CAUSAL_BLOCKS))  # ceil(n_q / CAUSAL_BLOCKS)
     return max(1, min(n_q, max(16, rows))), cols
@@ -257,8 +261,9 @@ def tiled_backward(q, k, v, out, lse, d_out, *, mask=None, causal=False, block_s
     """
     batch = _checks.broadcast_batch({"q": q.shape, "k": k.shape, "v": v.shape})
     n_q, n_k = q.shape[-2], k.shape[-2]
-    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal, tile=BACKWARD_TILE_ELEMENTS)
     scale = 1.0 / math.sqrt(q.shape[-1])
+    q_shape, q = q.shape, np.broadcast_to(q, batch + q.shape[-2:])  # a view: every block of scores has all of batch
     q_scaled = q * scale  # the scores use scaled queries, as in the forward
     delta = np.sum(d_out * out, axis=-1, keepdims=True)  # D = rowsum(dO * O): (..., n_q, 1)
     shift = np.where(np.isfinite(lse), lse, 0.0)[..., None]  # L, and 0 where a row sees no key: (..., n_q, 1)
@@ -267,16 +272,15 @@ def tiled_backward(q, k, v, out, lse, d_out, *, mask=None, causal=False, block_s
     dv = np.zeros(batch + v.shape[-2:], dtype=q.dtype)  # (..., n_k, d_v)
     for k0 in range(0, n_k, cols):
         c = slice(k0, min(k0 + cols, n_k))
-        dk_c = dv_c = 0.0  # this key block's gradients, summed over every query block that sees it
-        for r0 in query_blocks(c, rows, n_q, n_k, causal):
+        for r0 in query_blocks(c, rows, n_q, n_k, causal):  # every query block that sees key block c
             r = slice(r0, min(r0 + rows, n_q))
             p = recompute_weights(q_scaled[..., r, :], k[..., c, :], shift[..., r, :], r, c, n_q, n_k, mask, causal)
             dq_r, dk_rc, dv_rc = block_gradients(q[..., r, :], k[..., c, :], v[..., c, :], p, d_out[..., r, :],
                                                  delta[..., r, :], scale)
             dq[..., r, :] += dq_r
-            dk_c, dv_c = dk_c + dk_rc, dv_c + dv_rc
-        dk[..., c, :], dv[..., c, :] = dk_c, dv_c
-    return sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
+            dk[..., c, :] += dk_rc
+            dv[..., c, :] += dv_rc
+    return sum_to(dq, q_shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
 
 
 def recompute_weights(q_blk, k_blk, shift, rows: slice, cols: slice, n_q: int, n_k: int, mask, causal: bool):
@@ -287,7 +291,7 @@ def recompute_weights(q_blk, k_blk, shift, rows: slice, cols: slice, n_q: int, n
     """
     s = q_blk @ np.swapaxes(k_blk, -1, -2)  # (..., r, c): the only block of scores
     hide_(s, rows, cols, n_q, n_k, mask, causal)
-    return np.exp(s - shift)
+    return np.exp(np.subtract(s, shift, out=s), out=s)  # in place: still the only block of scores
 
 
 def block_gradients(q_blk, k_blk, v_blk, p, d_out_blk, delta, scale: float):
@@ -302,7 +306,7 @@ def block_gradients(q_blk, k_blk, v_blk, p, d_out_blk, delta, scale: float):
     dp = d_out_blk @ np.swapaxes(v_blk, -1, -2)  # dP = dO V^T: (..., r, c)
     ds = softmax_vjp(p, dp, row_dots=delta)  # dS = P * (dP - D): (..., r, c)
     dq = (ds @ k_blk) * scale  # dQ = dS K / sqrt(d_k): (..., r, d_k)
-    dk = (np.swapaxes(ds, -1, -2) @ q_blk) * scale  # dK = dS^T Q / sqrt(d_k): (..., c, d_k)
+    dk = np.swapaxes(ds, -1, -2) @ (q_blk * scale)  # dK = dS^T Q / sqrt(d_k): (..., c, d_k)
     return dq, dk, dv
 
 

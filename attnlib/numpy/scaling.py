@@ -153,7 +153,9 @@ def softmax_vjp(weights: np.ndarray, upstream: np.ndarray, axis: int = -1, row_d
     """
     if row_dots is None:
         row_dots = np.sum(weights * upstream, axis=axis, keepdims=True)  # (..., 1)
-    return weights * (upstream - row_dots)
+    grad = upstream - row_dots  # u - w . u: a new array, the inputs stay as they were
+    grad *= weights  # w * (u - w . u), in place: one array the size of the weights, not two
+    return grad
 
 
 def _check_sampling(d_k, n_samples, seed, device) -> None:

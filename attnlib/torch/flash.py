@@ -24,7 +24,12 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .. import _checks
-from ..numpy.flash import block_sizes, check_backward_inputs, query_blocks  # integer arithmetic and shape checks
+from ..numpy.flash import (  # integer arithmetic and shape checks, shared by both backends
+    BACKWARD_TILE_ELEMENTS,
+    block_sizes,
+    check_backward_inputs,
+    query_blocks,
+)
 from ._tensors import as_float, as_float_tensors, as_mask
 
 
@@ -128,8 +133,9 @@ def tiled_backward(q, k, v, out, lse, d_out, mask, causal: bool, block_size, d_l
     """
     batch = _checks.broadcast_batch({"q": tuple(q.shape), "k": tuple(k.shape), "v": tuple(v.shape)})
     n_q, n_k = q.shape[-2], k.shape[-2]
-    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal, tile=BACKWARD_TILE_ELEMENTS)
     scale = 1.0 / math.sqrt(q.shape[-1])
+    q_shape, q = q.shape, q.expand(batch + tuple(q.shape[-2:]))  # a view: every block of scores has all of batch
     q_scaled = q * scale
     delta = (d_out * out).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (..., n_q, 1)
     if d_lse is not None:
@@ -142,16 +148,17 @@ def tiled_backward(q, k, v, out, lse, d_out, mask, causal: bool, block_size, d_l
         c = slice(k0, min(k0 + cols, n_k))
         for r0 in query_blocks(c, rows, n_q, n_k, causal):
             r = slice(r0, min(r0 + rows, n_q))
+            # In place on fresh blocks (no autograd in here): P and dS are the only blocks of their size.
             s = q_scaled[..., r, :] @ k[..., c, :].mT  # (..., r, c)
             hidden = hidden_(r, c, n_q, n_k, mask, causal, s.device)
             if hidden is not None:
-                s = s.masked_fill(hidden, float("-inf"))
-            p = torch.exp(s - shift[..., r, :])  # P = exp(S - L): the block's weights, recomputed
+                s.masked_fill_(hidden, float("-inf"))
+            p = s.sub_(shift[..., r, :]).exp_()  # P = exp(S - L): the block's weights, recomputed
             dv[..., c, :] += p.mT @ d_out[..., r, :]  # dV = P^T dO
-            ds = p * (d_out[..., r, :] @ v[..., c, :].mT - delta[..., r, :])  # dS = P * (dP - D), dP = dO V^T
+            ds = (d_out[..., r, :] @ v[..., c, :].mT).sub_(delta[..., r, :]).mul_(p)  # dS = P * (dP - D), dP = dO V^T
             dq[..., r, :] += (ds @ k[..., c, :]) * scale  # dQ = dS K / sqrt(d_k)
-            dk[..., c, :] += (ds.mT @ q[..., r, :]) * scale  # dK = dS^T Q / sqrt(d_k)
-    return dq.sum_to_size(q.shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
+            dk[..., c, :] += ds.mT @ (q[..., r, :] * scale)  # dK = dS^T Q / sqrt(d_k)
+    return dq.sum_to_size(q_shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
 
 
 def hidden_(rows: slice, cols: slice, n_q: int, n_k: int, mask, causal: bool, device):
