@@ -140,6 +140,11 @@ def _check_layer(layer, n_layers: int) -> int:
     return layer
 
 
+def _check_filled(layer: int, buffer) -> None:
+    if buffer is None:
+        raise ValueError(f"第 {layer} 层还没有缓存任何潜在向量 (layer {layer} is empty)。")
+
+
 def _check_latent_step(c_shape: tuple, r_shape: tuple, d_latent: int, d_rope: int, cached) -> None:
     """New latents ``(..., t, d_latent)`` and rotated keys ``(..., t, d_rope)``; ``cached``: the layer's batch."""
     for name, shape, width in (("c_kv", c_shape, d_latent), ("k_rope", r_shape, d_rope)):
@@ -150,7 +155,7 @@ def _check_latent_step(c_shape: tuple, r_shape: tuple, d_latent: int, d_rope: in
         raise ValueError(f"c_kv 与 k_rope 的前几维必须相同（同样的词元）：c_kv.shape={tuple(c_shape)}，"
                          f"k_rope.shape={tuple(r_shape)} (shape mismatch)。")
     if cached is not None and tuple(cached) != tuple(c_shape[:-2]):
-        raise ValueError(f"新的潜变量的批量形状 {tuple(c_shape[:-2])} 与缓存中的 {tuple(cached)} 不同 "
+        raise ValueError(f"新的潜在向量的批量形状 {tuple(c_shape[:-2])} 与缓存中的 {tuple(cached)} 不同 "
                          f"(batch mismatch)。")
 
 
@@ -318,7 +323,7 @@ class LatentKVCache:
         _check_latent_step(c_kv.shape, k_rope.shape, self.d_latent, self.d_rope,
                            None if buf is None else buf.shape[:-2])
         if buf is not None and c_kv.dtype != buf.dtype:
-            raise TypeError(f"新的潜变量是 {c_kv.dtype}，缓存中的是 {buf.dtype}：请先统一 "
+            raise TypeError(f"新的潜在向量是 {c_kv.dtype}，缓存中的是 {buf.dtype}：请先统一 "
                             f"(dtype mismatch with the cache)。")
         start, stop = self._lengths[layer], self._lengths[layer] + c_kv.shape[-2]
         if buf is None or stop > buf.shape[-2]:
@@ -331,8 +336,7 @@ class LatentKVCache:
     def read(self, layer):
         """The cached ``c_kv`` (..., length, d_latent) and ``k_rope`` (..., length, d_rope) of ``layer`` (views)."""
         layer = _check_layer(layer, self.n_layers)
-        if self._buffers[layer] is None:
-            raise ValueError(f"第 {layer} 层还没有缓存任何潜变量 (layer {layer} is empty)。")
+        _check_filled(layer, self._buffers[layer])
         rows = self._buffers[layer][..., : self._lengths[layer], :]
         return rows[..., : self.d_latent], rows[..., self.d_latent:]
 

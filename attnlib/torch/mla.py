@@ -18,6 +18,7 @@ from ..numpy.mla import (
     _check_cache_type,
     _check_cache_widths,
     _check_dims,
+    _check_filled,
     _check_latent_step,
     _check_layer,
     _check_weight_names,
@@ -144,7 +145,7 @@ class LatentKVCache:
         _check_latent_step(tuple(c_kv.shape), tuple(k_rope.shape), self.d_latent, self.d_rope,
                            None if buf is None else tuple(buf.shape[:-2]))
         if buf is not None and (c_kv.dtype != buf.dtype or c_kv.device != buf.device):
-            raise TypeError(f"新的潜变量是 {c_kv.dtype}（{c_kv.device}），缓存中的是 {buf.dtype}（{buf.device}）："
+            raise TypeError(f"新的潜在向量是 {c_kv.dtype}（{c_kv.device}），缓存中的是 {buf.dtype}（{buf.device}）："
                             f"请先统一 (dtype/device mismatch with the cache)。")
         start, stop = self._lengths[layer], self._lengths[layer] + c_kv.shape[-2]
         if buf is None or stop > buf.shape[-2]:
@@ -157,8 +158,7 @@ class LatentKVCache:
     def read(self, layer):
         """The cached ``c_kv`` (..., length, d_latent) and ``k_rope`` (..., length, d_rope) of ``layer`` (views)."""
         layer = _check_layer(layer, self.n_layers)
-        if self._buffers[layer] is None:
-            raise ValueError(f"第 {layer} 层还没有缓存任何潜变量 (layer {layer} is empty)。")
+        _check_filled(layer, self._buffers[layer])
         rows = self._buffers[layer][..., : self._lengths[layer], :]
         return rows[..., : self.d_latent], rows[..., self.d_latent:]
 
