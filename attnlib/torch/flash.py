@@ -24,12 +24,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .. import _checks
-from ..numpy.flash import (  # integer arithmetic and shape checks, shared by both backends
-    BACKWARD_TILE_ELEMENTS,
-    block_sizes,
-    check_backward_inputs,
-    query_blocks,
-)
+from ..numpy.flash import block_sizes, check_backward_inputs, query_blocks  # shared by both backends
 from ._tensors import as_float, as_float_tensors, as_mask
 
 
@@ -133,7 +128,9 @@ def tiled_backward(q, k, v, out, lse, d_out, mask, causal: bool, block_size, d_l
     """
     batch = _checks.broadcast_batch({"q": tuple(q.shape), "k": tuple(k.shape), "v": tuple(v.shape)})
     n_q, n_k = q.shape[-2], k.shape[-2]
-    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal, tile=BACKWARD_TILE_ELEMENTS)
+    # The forward's default blocks, not NumPy's smaller backward ones: fewer, larger products run faster
+    # here (make bench BENCH=backward), and memory is not what this twin is measured by.
+    rows, cols = block_sizes(block_size, n_q, n_k, math.prod(batch), causal)
     scale = 1.0 / math.sqrt(q.shape[-1])
     q_shape, q = q.shape, q.expand(batch + tuple(q.shape[-2:]))  # a view: every block of scores has all of batch
     q_scaled = q * scale
@@ -148,7 +145,7 @@ def tiled_backward(q, k, v, out, lse, d_out, mask, causal: bool, block_size, d_l
         c = slice(k0, min(k0 + cols, n_k))
         for r0 in query_blocks(c, rows, n_q, n_k, causal):
             r = slice(r0, min(r0 + rows, n_q))
-            # In place on fresh blocks (no autograd in here): P and dS are the only blocks of their size.
+            # In place on the blocks this loop just made: P and dS are the only arrays the size of a block.
             s = q_scaled[..., r, :] @ k[..., c, :].mT  # (..., r, c)
             hidden = hidden_(r, c, n_q, n_k, mask, causal, s.device)
             if hidden is not None:
