@@ -203,15 +203,17 @@ def hide_(s: np.ndarray, rows: slice, cols: slice, n_q: int, n_k: int, mask, cau
 
 
 def block_sizes(block_size, n_q: int, n_k: int, batch_size: int, causal: bool = False,
-                tile: int = TILE_ELEMENTS) -> tuple[int, int]:
+                tile: int | None = None) -> tuple[int, int]:
     """``(query rows, keys)`` per block: the caller's, or sized so a block holds ~``tile`` scores.
+
+    ``tile`` defaults to ``TILE_ELEMENTS`` (read at each call: tests change it).
 
     With ``causal`` the queries are cut into at least ``CAUSAL_BLOCKS`` blocks (of at least 16 rows).
     """
     if block_size is not None:
         return _checks.check_block_size(block_size)
     cols = max(1, min(n_k, KEY_BLOCK))
-    rows = tile // (cols * max(1, batch_size))
+    rows = (TILE_ELEMENTS if tile is None else tile) // (cols * max(1, batch_size))
     if causal:
         rows = min(rows, -(-n_q // CAUSAL_BLOCKS))  # ceil(n_q / CAUSAL_BLOCKS)
     return max(1, min(n_q, max(16, rows))), cols
