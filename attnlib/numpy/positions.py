@@ -1,7 +1,8 @@
 """Position information (chapter 15): sinusoidal codes, RoPE and ALiBi, NumPy backend.
 
-Attention itself is blind to order (chapter 6: permuting the tokens permutes
-the outputs).  Three ways to tell it where each token sits:
+Attention without a mask is blind to order (chapter 6: permuting the tokens
+permutes the outputs); a causal mask already lets a model count how many tokens
+it sees (chapter 15).  Three ways to tell it where each token sits:
 
 * ``sinusoidal_positions``: a table of codes added to the token embeddings;
 * ``apply_rope``: rotate each query and key by an angle proportional to its
