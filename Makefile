@@ -3,7 +3,8 @@
 #   make book    build the Chinese Jupyter Book into _build/html (executes every lesson)
 #   make pdf     the whole book as one PDF, _build/pdf/attention-zh.pdf (make book first, then the system's
 #                Chromium prints the one-page build; offline)
-#   make test    the whole test suite (library, notebooks, book, grading, browser, JupyterHub); it first
+#   make test    the whole test suite (library, notebooks, book, grading, browser, JupyterHub) in TEST_JOBS=2
+#                worker processes (pytest-xdist, grouped by file: tests/conftest.py); it first
 #                installs JupyterHub's proxy and axe-core with npm into .venv/ and, as root, the CJK font,
 #                Chromium (and Node.js if npm is missing) with apt; where one is missing its tests skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
@@ -61,9 +62,11 @@ lab: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
+# two worker processes: while one waits for a kernel, a browser or a server, the other computes
+TEST_JOBS ?= 2
 test: lint
 	$(PY) scripts/provision.py
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) bench/run.py $(BENCH)

@@ -44,8 +44,25 @@ def load_script(name: str):
 provision = load_script("provision")
 
 
+#: The test files that read the suite's one build of the book (``built_book()`` in tests/test_book.py).
+BOOK_FILES = frozenset({"test_book.py", "test_browser.py", "test_ch01.py"})
+
+
+def worker_group(path: pathlib.Path) -> str:
+    """Which tests ``make test`` hands to one worker process together (pytest-xdist's ``--dist loadgroup``).
+
+    A file's tests stay together, so its module fixtures (a graded class, a running JupyterHub) are made once;
+    the files that read the book share one group, so the book is built once.
+    """
+    return "book" if path.name in BOOK_FILES else path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Skip, with the install command as the reason, what needs a program this machine lacks."""
+    """Group the tests for the workers; skip, with the install command as the reason, what needs a program this
+    machine lacks."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item.path)))
     missing = {"browser": None if provision.find_chromium() else provision.NO_CHROMIUM,
                "cjk_font": None if provision.cjk_fonts() else provision.NO_FONT,
                "hub": None if provision.find_proxy() else provision.NO_PROXY,
