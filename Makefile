@@ -66,7 +66,7 @@ lint: $(STAMP)
 TEST_JOBS ?= 2
 test: lint
 	$(PY) scripts/provision.py
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_JOBS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py $(BENCH)

@@ -143,6 +143,8 @@ def test_a_test_cells_score_shows_no_empty_prompt_and_other_results_keep_theirs(
     """
     page = _open(student, OUTPUTS)
     cells = page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell")
+    # JupyterLab renders a long notebook's cells a few at a time after the panel appears (slower on a busy machine)
+    cells.locator(".jp-InputArea", has_text="练习 1 的测试").first.wait_for(timeout=120_000)
     first = next(i for i in range(cells.count()) if "import numpy" in cells.nth(i).inner_text())
     test = next(i for i in range(cells.count())
                 if "练习 1 的测试" in cells.nth(i).locator(".jp-InputArea").inner_text())
