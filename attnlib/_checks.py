@@ -216,6 +216,13 @@ def check_count(name: str, n, minimum: int = 1) -> int:
     return n
 
 
+def check_layer(layer, n_layers: int) -> int:
+    """A cache's layer index: an int in ``0 .. n_layers - 1`` (``True`` is not a layer)."""
+    if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
+        raise ValueError(f"layer 必须是 0 到 {n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
+    return layer
+
+
 def check_seed(seed) -> int:
     """A random seed must be a non-negative int (both backends accept the same seeds)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:

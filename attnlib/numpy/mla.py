@@ -134,12 +134,6 @@ def _check_cache_type(cache, cls) -> None:
                         f"(expected a latent cache)。")
 
 
-def _check_layer(layer, n_layers: int) -> int:
-    if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
-        raise ValueError(f"layer 必须是 0 到 {n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
-    return layer
-
-
 def _check_filled(layer: int, buffer) -> None:
     if buffer is None:
         raise ValueError(f"第 {layer} 层还没有缓存任何潜在向量 (layer {layer} is empty)。")
@@ -317,7 +311,7 @@ class LatentKVCache:
         c_kv, k_rope : ndarray, shape (..., length, d_latent) and (..., length, d_rope)
             Everything this layer has cached, the new tokens last (views, no copy).
         """
-        layer = _check_layer(layer, self.n_layers)
+        layer = _checks.check_layer(layer, self.n_layers)
         c_kv, k_rope = as_float_arrays(c_kv=c_kv, k_rope=k_rope)
         buf = self._buffers[layer]
         _check_latent_step(c_kv.shape, k_rope.shape, self.d_latent, self.d_rope,
@@ -335,7 +329,7 @@ class LatentKVCache:
 
     def read(self, layer):
         """The cached ``c_kv`` (..., length, d_latent) and ``k_rope`` (..., length, d_rope) of ``layer`` (views)."""
-        layer = _check_layer(layer, self.n_layers)
+        layer = _checks.check_layer(layer, self.n_layers)
         _check_filled(layer, self._buffers[layer])
         rows = self._buffers[layer][..., : self._lengths[layer], :]
         return rows[..., : self.d_latent], rows[..., self.d_latent:]
@@ -381,7 +375,7 @@ def _step(x_new, weights, n_heads, cache, layer, *, absorb):
     dims = _check_dims(x_new.shape, {n: a.shape for n, a in w.items()}, n_heads)
     _check_cache_type(cache, LatentKVCache)
     _check_cache_widths(cache, dims)
-    start, t_new = cache._lengths[_check_layer(layer, cache.n_layers)], x_new.shape[-2]
+    start, t_new = cache._lengths[_checks.check_layer(layer, cache.n_layers)], x_new.shape[-2]
     positions = np.arange(start, start + t_new)  # (t_new,): the true positions, not 0 ...
     q_c, q_r = _queries(x_new, w, dims.n_heads, positions)
     c_kv, k_r = cache.append(layer, *_latents(x_new, w, positions))  # (..., length, d_latent), (..., length, d_rope)

@@ -104,9 +104,7 @@ class KVCache:
                             f"请先统一 (dtype/device mismatch with the cache)。")
 
     def _check_layer(self, layer) -> int:
-        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer 必须是 0 到 {self.n_layers - 1} 之间的整数 (layer out of range)，收到 {layer!r}。")
-        return layer
+        return _checks.check_layer(layer, self.n_layers)
 
     def _check_step(self, k_shape: tuple, v_shape: tuple, layer: int) -> None:
         want = f"(..., {self.n_kv_heads}, t, {self.d_head})"

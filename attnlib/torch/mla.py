@@ -20,7 +20,6 @@ from ..numpy.mla import (
     _check_dims,
     _check_filled,
     _check_latent_step,
-    _check_layer,
     _check_weight_names,
     _positions_per_head,
 )
@@ -139,7 +138,7 @@ class LatentKVCache:
 
     def append(self, layer, c_kv, k_rope):
         """Add (..., t_new, d_latent) latents and (..., t_new, d_rope) rotated keys; return the layer's cache."""
-        layer = _check_layer(layer, self.n_layers)
+        layer = _checks.check_layer(layer, self.n_layers)
         c_kv, k_rope = as_float_tensors(c_kv=c_kv, k_rope=k_rope)
         buf = self._buffers[layer]
         _check_latent_step(tuple(c_kv.shape), tuple(k_rope.shape), self.d_latent, self.d_rope,
@@ -157,7 +156,7 @@ class LatentKVCache:
 
     def read(self, layer):
         """The cached ``c_kv`` (..., length, d_latent) and ``k_rope`` (..., length, d_rope) of ``layer`` (views)."""
-        layer = _check_layer(layer, self.n_layers)
+        layer = _checks.check_layer(layer, self.n_layers)
         _check_filled(layer, self._buffers[layer])
         rows = self._buffers[layer][..., : self._lengths[layer], :]
         return rows[..., : self.d_latent], rows[..., self.d_latent:]
@@ -186,7 +185,7 @@ def _step(x_new, weights, n_heads, cache, layer, *, absorb):
     dims = _check_dims(tuple(x_new.shape), {n: tuple(t.shape) for n, t in w.items()}, n_heads)
     _check_cache_type(cache, LatentKVCache)
     _check_cache_widths(cache, dims)
-    start, t_new = cache._lengths[_check_layer(layer, cache.n_layers)], x_new.shape[-2]
+    start, t_new = cache._lengths[_checks.check_layer(layer, cache.n_layers)], x_new.shape[-2]
     positions = torch.arange(start, start + t_new, device=x_new.device)  # (t_new,): the true positions
     q_c, q_r = _queries(x_new, w, dims.n_heads, positions)
     c_kv, k_r = cache.append(layer, *_latents(x_new, w, positions))
