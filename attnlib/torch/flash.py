@@ -154,7 +154,7 @@ def tiled_backward(q, k, v, out, lse, d_out, mask, causal: bool, block_size, d_l
             dv[..., c, :] += p.mT @ d_out[..., r, :]  # dV = P^T dO
             ds = (d_out[..., r, :] @ v[..., c, :].mT).sub_(delta[..., r, :]).mul_(p)  # dS = P * (dP - D), dP = dO V^T
             dq[..., r, :] += (ds @ k[..., c, :]) * scale  # dQ = dS K / sqrt(d_k)
-            dk[..., c, :] += ds.mT @ (q[..., r, :] * scale)  # dK = dS^T Q / sqrt(d_k)
+            dk[..., c, :] += ds.mT @ q_scaled[..., r, :]  # dK = dS^T Q / sqrt(d_k), Q scaled once above
     return dq.sum_to_size(q_shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
 
 
