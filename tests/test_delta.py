@@ -126,6 +126,20 @@ def test_orthonormal_keys_and_beta_one_make_an_exact_memory(backend):
     assert np.abs(keys[0] @ linear_state - v2[1]).max() > 0.1
 
 
+def test_keys_are_used_as_given_and_a_long_key_makes_rewrites_diverge(backend):
+    rng = np.random.default_rng(13)
+    unit, n = orthonormal(rng, 4)[0], 12
+    v = np.tile(rng.normal(size=3), (n, 1))  # the same value written n times under the same key
+    for scale, bounded in ((1.0, True), (2.0, False)):  # beta |k|^2 = 1: overwritten; = 4: 1 - 4 = -3 each step
+        keys = np.tile(scale * unit, (n, 1))
+        _, state = run(backend, "delta_rule", keys, keys, v, np.ones(n))
+        read = unit @ state
+        if bounded:
+            np.testing.assert_allclose(read, v[0], atol=1e-12)
+        else:  # the part along k is multiplied by -3 at every step: no normalisation happened inside
+            assert np.abs(read).max() > 3.0 ** (n - 2) * np.abs(v[0]).max() / 2
+
+
 def test_gate_below_one_fades_the_state_geometrically(backend):
     rng = np.random.default_rng(8)
     key, value, a, n = orthonormal(rng, 4)[0], rng.normal(size=3), 0.8, 10

@@ -17,22 +17,24 @@ Multiplied out, this is "erase, then write"::
     S_t = alpha_t S_{t-1} - beta_t k_t (alpha_t k_t^T S_{t-1} - v_t^T)
         = alpha_t S_{t-1} + beta_t k_t (v_t - v_old_t)^T,      v_old_t = (alpha_t S_{t-1})^T k_t
 
-``v_old_t`` is what the (gated) memory returns for the key ``k_t``; the update
-moves that answer a fraction ``beta_t`` of the way to ``v_t``.  With a unit key
+``v_old_t`` is what the (gated) memory returns for the key ``k_t``; for a unit
+key the update moves that answer a fraction ``beta_t`` of the way to ``v_t``.  With a unit key
 and ``beta_t = 1`` the memory then returns exactly ``v_t`` for ``k_t``, and keys
 orthogonal to ``k_t`` are untouched: orthonormal keys make an exact key-value
 memory.  ``alpha_t = 1`` (the default) is DeltaNet; ``alpha_t < 1`` forgets.
 
-Conventions, those of flash-linear-attention (``fla/ops/gated_delta_rule/naive.py``),
-which the papers' kernels are:
+Conventions: those of flash-linear-attention (``fla/ops/gated_delta_rule/naive.py``),
+the papers' own kernels:
 
 * the state is ``d_k x d_v`` and read as ``S^T q`` (the papers write its
   transpose, ``S_t = S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T``, ``o_t = S_t q_t``);
 * the gate multiplies the old state before the erase, so the erase uses the
   decayed memory (fla passes ``g = log alpha``);
 * keys and queries are used as given: fla's layers L2-normalise them before
-  the kernel, which this function leaves to its caller (chapter 19 shows why
-  it matters: ``I - beta k k^T`` only shrinks the state when ``beta |k|^2 <= 2``);
+  the kernel, which this function leaves to its caller.  It matters:
+  ``I - beta k k^T`` multiplies the part of the state along ``k`` by
+  ``1 - beta |k|^2``, so with ``beta |k|^2 > 2`` rewriting one key makes the
+  memory grow without bound instead of overwriting it;
 * no ``1/sqrt(d_k)``: the papers' formulas have none.  fla's kernels multiply
   the queries by ``scale = d_k ** -0.5`` by default, which scales every output
   by that constant and leaves the state alone: their output is
@@ -132,7 +134,8 @@ def delta_rule(q, k, v, beta, *, alpha=None, initial_state=None):
         Keys, used as given (not normalised here).
     v : array_like of float, shape (..., n, d_v)
     beta : array_like of float, shape (..., n)
-        Writing strength of each step (usually in (0, 1]; not checked).
+        Writing strength of each step, not checked: DeltaNet's layers take a sigmoid, in (0, 1);
+        for unit keys any beta in (0, 2) keeps the erase from amplifying the state.
     alpha : array_like of float, shape (..., n), optional
         Gate: the fraction of the old state kept at each step, in (0, 1]; ``None`` means 1 (DeltaNet).
     initial_state : array_like of float, shape (..., d_k, d_v), optional

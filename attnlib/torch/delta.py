@@ -65,7 +65,7 @@ def _as_inputs(q, k, v, beta, alpha, initial_state):
 def chunked_delta_rule(q, k, v, beta, *, alpha=None, initial_state=None, chunk_size=64):
     """:func:`delta_rule` parallel inside chunks of ``chunk_size`` steps (WY/UT representation).
 
-    Same results up to rounding; see ``attnlib.numpy.delta.chunked_delta_rule`` for the derivation.
+    Same results up to rounding; the derivation is in the chunked-form section of ``attnlib.numpy.delta``.
     """
     q, k, v, beta, alpha, state = _as_inputs(q, k, v, beta, alpha, initial_state)
     size = _check_chunk_size(chunk_size)
