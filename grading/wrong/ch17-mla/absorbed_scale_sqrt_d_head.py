@@ -1,0 +1,11 @@
+# wrong: absorbed, but the scores divided by sqrt(d_head) only, leaving out the rope part's width
+# caught by: test_absorbed_scores
+# severity: essential
+# diagnosis: 分数除以了 √d_head
+# %% absorbed_scores
+def absorbed_scores(q_c, q_r, c_kv, k_r, w_uk):
+    q_c, q_r, c_kv, k_r, w_uk = (np.asarray(a) for a in (q_c, q_r, c_kv, k_r, w_uk))
+    h, d_head = q_c.shape[-3], q_c.shape[-1]
+    w_heads = w_uk.reshape(w_uk.shape[0], h, d_head).transpose(1, 0, 2)
+    content = (q_c @ np.swapaxes(w_heads, -1, -2)) @ np.swapaxes(c_kv, -1, -2)[..., None, :, :]
+    return (content + q_r @ np.swapaxes(k_r, -1, -2)[..., None, :, :]) / np.sqrt(d_head)

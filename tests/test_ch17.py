@@ -1,0 +1,286 @@
+"""Chapter 17 (多头潜在注意力): the lesson's claims hold, the self-check is right, the assignment grades.
+
+What its cells leave shows: the naive, absorbed and token-by-token cached MLA agree in float64; absorption is
+associativity (the head-0 scores agree); RoPE on the reconstructed keys breaks it everywhere but at key 0, far
+beyond rounding; the cache per token and layer is 2 h d_head, 2 h_kv d_head, 2 d_head and d_latent + d_rope,
+which for DeepSeek-V2's settings is GQA with 2.25 groups; the FLOPs of a decoding step are counted both ways
+(and of a prefill, where absorption computes more), and the absorbed step, timed here, is faster, with its
+sentences picked by the measured ratios.  The self-check's facts are checked with attnlib, and the assignment
+is generated, submitted and autograded by nbgrader.
+"""
+
+from __future__ import annotations
+
+import assignments
+import numpy as np
+import pytest
+import torch
+import yaml
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT, assert_draws_without_warnings, code_cells, prose, section
+
+from attnlib import numpy as anp
+from attnlib import torch as att
+
+ASSIGNMENT = "ch17-mla"
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
+
+
+def _source() -> str:
+    return "\n".join(code_cells(CHAPTER))
+
+
+def _weights(seed=0, h=3, d_head=4, d_rope=2, d_latent=6, d_q=5, d_model=12) -> dict:
+    rng = np.random.default_rng(seed)
+    shapes = {"w_dq": (d_model, d_q), "w_uq": (d_q, h * d_head), "w_qr": (d_q, h * d_rope),
+              "w_dkv": (d_model, d_latent), "w_uk": (d_latent, h * d_head), "w_uv": (d_latent, h * d_head),
+              "w_kr": (d_model, d_rope), "w_o": (h * d_head, d_model)}
+    return {n: rng.normal(size=s) / np.sqrt(s[0]) for n, s in shapes.items()}
+
+
+def _explicit(x, w, h, *, width=None):
+    """Causal MLA head by head from the formulas, scaled by sqrt(width) (default d_head + d_rope)."""
+    d_head, d_rope, n = w["w_uq"].shape[1] // h, w["w_kr"].shape[1], x.shape[-2]
+    c_q, c_kv = x @ w["w_dq"], x @ w["w_dkv"]
+    k_r = anp.apply_rope(x @ w["w_kr"])
+    heads = []
+    for i in range(h):
+        cols, rope = slice(i * d_head, (i + 1) * d_head), slice(i * d_rope, (i + 1) * d_rope)
+        q = np.concatenate([c_q @ w["w_uq"][:, cols], anp.apply_rope(c_q @ w["w_qr"][:, rope])], -1)
+        k = np.concatenate([c_kv @ w["w_uk"][:, cols], k_r], -1)
+        s = np.where(np.tril(np.ones((n, n), bool)), q @ k.T / np.sqrt(width or d_head + d_rope), -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        heads.append(p / p.sum(-1, keepdims=True) @ (c_kv @ w["w_uv"][:, cols]))
+    return np.concatenate(heads, -1) @ w["w_o"]
+
+
+# --------------------------------------------------------------------------- the page
+
+def test_page_opens_from_chapters_11_15_16_and_follows_deepseek_v2():
+    body = prose(CHAPTER)
+    opening = body[:body.index("## 缓存一个潜在向量")]
+    for link in ("{doc}`ch11-kv-cache`", "{doc}`ch16-gqa`", "{doc}`ch15-positions`"):
+        assert link in opening, link
+    assert "DeepSeek-V2" in opening and "2.1 节" in opening
+    formula = section(body, "缓存一个潜在向量")
+    assert "RMSNorm" in formula and "省去" in formula  # the latents' RMSNorm is left out, and said so
+    assert "缓存大小和吸收" in formula  # what leaving it out changes: neither
+
+
+def test_the_toc_lists_this_chapter_first_in_part_6():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "第六部分 前沿")
+    assert part["chapters"][0] == {"file": "book/ch17-mla", "title": "17. 多头潜在注意力（MLA）"}
+    captions = [p["caption"] for p in toc["parts"]]
+    assert captions.index("第五部分 进阶") < captions.index("第六部分 前沿") < captions.index("附录")
+
+
+def test_chapters_11_and_16_lead_here():
+    for name in ("ch11-kv-cache", "ch16-gqa"):
+        assert "{doc}`ch17-mla`" in prose(ROOT / "book" / f"{name}.md"), name
+    assert "{doc}`ch17-mla`" in section(prose(ROOT / "book" / "ch16-gqa.md"), "小结")
+
+
+def test_the_measurement_is_described_as_it_is_done():
+    body, source = prose(CHAPTER), _source()
+    measured = section(body, "一步解码：吸收省了什么，花了什么")
+    assert "torch.set_num_threads(1)" in source and "只用一个线程" in measured
+    assert "本机" in measured and "{glue:text}`ch17_cpus`" in measured  # the machine's facts are glued
+    assert "取最快的一次" in measured and "range(5)" in source and "5 步" in measured
+    assert "本书不说快慢的原因" in measured  # no cause the measurement does not isolate
+    assert "mla._step(x1, tw, th" in source and "absorb=False" in source and "att.latent_attention_step(" in source
+    assert "GPU" not in body
+
+
+def test_the_report_is_quoted_as_theirs():
+    cache = section(prose(CHAPTER), "缓存里每个词元存多少个数")
+    assert "报告的说法是，MLA 的缓存“相当于只有 {glue:text}`ch17_groups:.2f` 组的 GQA”" in cache
+    assert "本书量不出来" in cache  # their claim about quality is theirs
+
+
+# --------------------------------------------------------------------------- the lesson's claims
+
+@pytest.mark.cjk_font
+def test_naive_absorbed_and_decoded_agree(chapter):
+    assert chapter["worst"] < 1e-12
+    np.testing.assert_allclose(chapter["naive"], _explicit(chapter["x"], chapter["w"], 4), rtol=1e-12, atol=1e-12)
+    assert chapter["decoded"].shape == chapter["naive"].shape == (10, 32)
+    assert chapter["glued"]["ch17_cache_bytes"] == chapter["cache"].nbytes == 10 * (16 + 4) * 8
+    assert chapter["glued"]["ch17_agree_sentence"] == chapter["agree"].pick(chapter["worst"])
+    assert chapter["gap_absorb"] < 1e-12 and chapter["q_lat0"].shape == (10, 16)
+
+
+@pytest.mark.cjk_font
+def test_rope_on_the_reconstructed_keys_cannot_be_absorbed(chapter):
+    per_key = chapter["per_key"]
+    assert per_key.shape == (64,) and per_key[0] < 1e-12  # key 0 is not rotated
+    assert per_key[1:].min() > 0.01 and chapter["glued"]["ch17_rope_gap"] == per_key.max() > 0.1
+    fig = chapter["rope_fig"]
+    assert_draws_without_warnings(fig)
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("键的位置 s", "分数的相对误差")
+
+
+@pytest.mark.cjk_font
+def test_the_cache_per_token_and_layer(chapter):
+    g = chapter["glued"]
+    assert (g["ch17_ds_mha"], g["ch17_ds_mla"]) == (2 * 128 * 128, 512 + 64)
+    assert g["ch17_groups"] == 2.25 == (512 + 64) / (2 * 128)  # DeepSeek-V2's "GQA with about 2.25 groups"
+    assert g["ch17_ds_share"] == 576 / 32768
+    assert (g["ch17_ours_mha"], g["ch17_ours_gqa8"], g["ch17_ours_mqa"]) == (8192, 2048, 256)
+    assert (g["ch17_mha_gib"], g["ch17_mla_gib"]) == (16, 1.125)
+    assert g["ch17_per_head_rope"] == 512 + 128 * 64
+    cache = att.LatentKVCache(32, 512, 64)  # what a real cache holds: 32 layers, batch 8, one token, float16
+    for layer in range(32):
+        cache.append(layer, torch.zeros(8, 1, 512, dtype=torch.float16), torch.zeros(8, 1, 64, dtype=torch.float16))
+    assert cache.nbytes * 4096 == g["ch17_mla_gib"] * 2**30
+    kv = att.KVCache(1, 32, 128)  # chapter 11's model, one layer, one token
+    x = torch.zeros(1, 32, 1, 128)
+    kv.append(0, x, x)
+    assert kv.nbytes == g["ch17_ours_mha"] * 4
+    fig = chapter["cache_fig"]
+    assert_draws_without_warnings(fig)
+    assert [b.get_width() for b in fig.axes[0].patches] == [576, 256, 512, 2048, 8192]
+
+
+@pytest.mark.cjk_font
+def test_the_decoding_step_counted_and_timed(chapter):
+    """FLOPs from the formula in the text; the absorbed step is faster than the naive one (in runs here 14-17x,
+    the margin far below); the sentences are the ones the measured ratios pick."""
+    g = chapter["glued"]
+    n, h, d_head, d_rope, d_latent = 4096, 128, 128, 64, 512
+    naive = 4 * n * h * d_latent * d_head + 2 * h * n * (d_head + d_rope) + 2 * h * n * d_head
+    absorbed = 4 * h * d_head * d_latent + 2 * h * n * (d_latent + d_rope) + 2 * h * n * d_latent
+    assert g["ch17_ds_naive_gflops"] == pytest.approx(naive / 1e9)
+    assert g["ch17_ds_absorbed_gflops"] == pytest.approx(absorbed / 1e9)
+    assert g["ch17_per_token_cost"] == pytest.approx(1088 / 320)
+    assert g["ch17_prefill_ratio"] > 1  # a prefill computes more absorbed than naive
+    speed = chapter["speed"]
+    assert speed > 2 and chapter["best"]["naive"] > chapter["best"]["absorbed"]
+    assert g["ch17_speed_sentence"] == chapter["faster"].pick(speed)
+    assert g["ch17_versus_sentence"] == chapter["versus"].pick(speed / chapter["flop_ratio"])
+    assert g["ch17_naive_ms"] == pytest.approx(chapter["best"]["naive"] * 1e3)
+    assert all(c.length == 4096 + 5 for c in chapter["caches"].values())  # five steps each, on its own cache
+
+
+def test_the_pitfalls_hold():
+    w = _weights(3)
+    x = np.random.default_rng(4).normal(size=(8, 12))
+    right = anp.multi_head_latent_attention(x, w, 3)
+    np.testing.assert_allclose(right, _explicit(x, w, 3), rtol=1e-12, atol=1e-12)
+    assert np.abs(_explicit(x, w, 3, width=4) - right).max() > 1e-2  # sqrt(d_head) is another model
+    cache = anp.LatentKVCache(1, 6, 2)
+    anp.latent_attention_step(x[:7], w, 3, cache, 0)
+    step = anp.latent_attention_step(x[7:], w, 3, cache, 0)
+    np.testing.assert_allclose(step, right[7:], rtol=1e-12, atol=1e-12)
+    at_zero = anp.multi_head_latent_attention(x, w, 3, positions=np.r_[np.arange(7), 0])
+    assert np.abs(at_zero[7] - right[7]).max() > 1e-2  # the new token rotated at 0
+    body = prose(CHAPTER)
+    assert "`k_cache` 和 `v_cache`" in section(body, "常见的坑")  # DeepSeek-V3's naive mode caches per head
+
+
+# --------------------------------------------------------------------------- the self-check
+
+def test_selfcheck_cache_numbers():
+    cache = anp.LatentKVCache(1, 512, 64)
+    cache.append(0, np.zeros((1, 512), np.float16), np.zeros((1, 64), np.float16))
+    assert cache.nbytes // 2 == 576
+    assert correct(questions(ASSIGNMENT)[0]) == ["576"]
+    assert 512 + 128 * 64 == 8704 and 2 * 128 * 128 == 32768  # the slips
+
+
+def test_selfcheck_scale():
+    w = _weights(5, d_latent=10)
+    x = np.random.default_rng(6).normal(size=(6, 12))
+    got = anp.multi_head_latent_attention(x, w, 3, absorb=True)
+    np.testing.assert_allclose(got, _explicit(x, w, 3), rtol=1e-12, atol=1e-12)
+    for width in (4, 10 + 2, 10):  # d_head, d_latent + d_rope, d_latent
+        assert np.abs(_explicit(x, w, 3, width=width) - got).max() > 1e-3
+    assert correct(questions(ASSIGNMENT)[1]) == ["$\\sqrt{d_{\\text{head}} + d_{\\text{rope}}}$"]
+
+
+def test_selfcheck_absorption():
+    w = _weights(7)
+    x = np.random.default_rng(8).normal(size=(5, 12))
+    np.testing.assert_allclose(anp.multi_head_latent_attention(x, w, 3, absorb=True),
+                               anp.multi_head_latent_attention(x, w, 3), rtol=1e-12, atol=1e-12)  # B is wrong
+    n, h, d_head, d_rope, d_latent = 4096, 128, 128, 64, 512  # D is wrong: a prefill of n queries
+    naive = 4 * n * h * d_latent * d_head + n * (2 * h * n * (d_head + d_rope) + 2 * h * n * d_head)
+    absorbed = n * 4 * h * d_head * d_latent + n * (2 * h * n * (d_latent + d_rope) + 2 * h * n * d_latent)
+    assert absorbed > naive
+    assert len(correct(questions(ASSIGNMENT)[2])) == 2
+
+
+def test_selfcheck_decoding_position():
+    w = _weights(9)
+    x = np.random.default_rng(10).normal(size=(5, 12))
+    cache = anp.LatentKVCache(1, 6, 2)
+    anp.latent_attention_step(x[:4], w, 3, cache, 0)
+    anp.latent_attention_step(x[4:], w, 3, cache, 0)
+    np.testing.assert_allclose(cache.read(0)[1][4], anp.apply_rope(x @ w["w_kr"])[4], rtol=1e-12)  # at t = 4
+    assert correct(questions(ASSIGNMENT)[3]) == ["位置 $t$"]
+
+
+# --------------------------------------------------------------------------- the assignment
+
+DELEGATING = {
+    "mla_attention": "def mla_attention(x, weights, n_heads):\n"
+                     "    return anp.multi_head_latent_attention(x, weights, n_heads)\n",
+    "absorbed_scores": "def absorbed_scores(q_c, q_r, c_kv, k_r, w_uk):\n"
+                       "    from attnlib.numpy import mla\n"
+                       "    return mla._absorbed_attention(q_c, q_r, c_kv, k_r, {'w_uk': w_uk, 'w_uv': w_uk}, False)\n",
+    "decode_step": "def decode_step(x_new, weights, n_heads, c_cache, r_cache):\n"
+                   "    cache = anp.LatentKVCache(1, c_cache.shape[1], r_cache.shape[1])\n"
+                   "    if len(c_cache):\n"
+                   "        cache.append(0, c_cache, r_cache)\n"
+                   "    out = anp.latent_attention_step(x_new[None], weights, n_heads, cache, 0)\n"
+                   "    return (out[0], *cache.read(0))\n",
+}
+
+NOISY_BYTES = '''
+import sys
+import warnings
+
+
+def cache_bytes(kind, n_layers, n_tokens, dtype, *, n_heads, d_head, n_kv_heads=None, d_latent=None, d_rope=None,
+                batch=1):
+    print("调试：kind =", kind, file=sys.stderr)
+    warnings.warn("这是学生代码里的一个警告")
+    per_token = {"MHA": 2 * n_heads * d_head, "MQA": 2 * d_head}
+    if kind == "GQA" and n_kv_heads and n_heads % n_kv_heads == 0:
+        per_token["GQA"] = 2 * n_kv_heads * d_head
+    if kind == "MLA" and d_latent is not None and d_rope is not None:
+        per_token["MLA"] = d_latent + d_rope
+    if kind not in per_token:
+        raise ValueError("参数不对")
+    return n_layers * n_tokens * per_token[kind] * np.dtype(dtype).itemsize * batch
+'''
+
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    mixed = assignments.wrong_cells(ASSIGNMENT, "rope_on_reconstructed_keys", "absorbed_keys_reconstructed",
+                                    "bytes_rope_key_per_head", "decode_rope_at_zero")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        # attnlib's MLA behind the student's names scores 0 where it is the function under test
+        "delegating": assignments.with_cells(source, DELEGATING),
+        "mixed": assignments.with_cells(source, mixed),
+        "noisy": assignments.with_cells(source, {"cache_bytes": NOISY_BYTES}),
+    }, {
+        "delegating": [0, 0, 2, 0],
+        # each misses its exercise's point, so a failed essential check caps its cell at a third
+        "mixed": [3 / 7, 1, 2 / 3, 1],
+        "noisy": [3, 3, 2, 3],
+    })  # 11 autograded + the written answer (2, by hand)
+
+
+def test_the_written_answer_follows_the_lesson():
+    from nbrun import grade_id, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    answer = cells["written_mla"]
+    assert "2.25" in answer and "283,115,520" in answer and 60 * 4096 * 576 * 2 == 283_115_520
+    assert 60 * 4096 * 32768 * 2 == 15 * 2**30 and "15 GiB" in answer
+    assert "只有位置 0 的键碰巧相同" in answer and "吸收反而多算" in answer
