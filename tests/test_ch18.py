@@ -1,0 +1,247 @@
+"""Chapter 18 (反向传播与分块梯度): the lesson's claims hold, the self-check is right, the assignment grades.
+
+What its cells leave shows: the formulas' gradients equal autograd's (float64); the weights recomputed from lse
+equal the stored ones and D = rowsum(dO * O) equals rowsum(P * dP); the tiled backward equals the untiled one
+with masks, causality and n_q < n_k, and visits the diagonal blocks; its memory grows linearly with n where the
+backward from stored weights grows like n^2 (measured); torch's autograd keeps the n x n weights of the formula and
+att.flash_attention only q, k, v, out and lse; gradcheck passes; the time sentence is the one the measured ratio
+picks.  The self-check's facts are checked with attnlib, and the assignment is generated, submitted and
+autograded by nbgrader: attnlib's backward or torch's autograd behind the student's name scores nothing.
+"""
+
+from __future__ import annotations
+
+import assignments
+import numpy as np
+import pytest
+import yaml
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT, assert_draws_without_warnings, code_cells, prose, section
+
+from attnlib import numpy as anp
+from attnlib.numpy import flash
+
+ASSIGNMENT = "ch18-backward"
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
+
+
+def _source() -> str:
+    return "\n".join(code_cells(CHAPTER))
+
+
+# --------------------------------------------------------------------------- the page
+
+def test_page_builds_on_chapters_10_and_13():
+    body = prose(CHAPTER)
+    opening = body[:body.index("## 反向传播的公式")]
+    assert "{doc}`ch10-efficiency`" in opening and "{doc}`ch13-misconceptions`" in opening
+    assert "反向传播（backward pass）" in opening
+    memory = section(body, "内存：随 $n$ 线性增长")
+    assert "一种常见的说法是" in memory and "tracemalloc" in memory
+
+
+def test_the_toc_lists_this_chapter_in_part_6_after_chapter_17():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "第六部分 前沿")
+    assert part["chapters"][-1] == {"file": "book/ch18-backward", "title": "18. 训练时的注意力：反向传播与分块梯度"}
+
+
+def test_the_time_is_described_as_measured_and_no_cause_is_named():
+    measured = section(prose(CHAPTER), "重算要多花多少时间")
+    assert "本机" in measured and "一个线程" in measured and "threadpool_limits(1)" in _source()
+    assert "没有把它分到" in measured and "本书没有在 GPU 上测量" in measured
+    assert "rounds=7" in _source() and "交替各跑 7 次" in measured
+
+
+def test_the_library_is_called_not_rewritten():
+    source = _source()
+    for name in ("flash.block_gradients", "flash.tiled_backward", "anp.flash_attention_backward",
+                 "flash.backward_from_weights", "torch.autograd.gradcheck", "saved_tensors_hooks"):
+        assert name in source, name
+    assert "def tiled_backward" not in source and "def block_gradients" not in source
+
+
+# --------------------------------------------------------------------------- the lesson's claims
+
+@pytest.mark.cjk_font
+def test_the_formulas_equal_autograd(chapter):
+    assert chapter["gap_autograd"] < 1e-12
+    assert [g.shape for g in chapter["ours"]] == [(5, 4), (7, 4), (7, 3)]
+    assert chapter["glued"]["ch18_autograd_sentence"] == chapter["agree"].pick(chapter["gap_autograd"])
+
+
+@pytest.mark.cjk_font
+def test_lse_and_d_are_the_row_statistics(chapter):
+    assert max(chapter["gap_lse"], chapter["gap_p"], chapter["gap_d"]) < 1e-12
+    g = chapter["glued"]
+    assert g["ch18_row_stats"] == 2 * 5 and g["ch18_weights_count"] == 5 * 7
+    # the same, on another problem: P from lse is the softmax; D is rowsum(P * dP)
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = rng.normal(size=(4, 9, 3))
+    out, lse = anp.flash_attention(q, k, v, return_lse=True, block_size=2)
+    weights = anp.scaled_dot_product_attention(q, k, v)[1]
+    np.testing.assert_allclose(np.exp(q @ k.T / np.sqrt(3) - lse[:, None]), weights, atol=1e-14)
+    np.testing.assert_allclose(np.sum(d_out * out, axis=-1), np.sum(weights * (d_out @ v.T), axis=-1), atol=1e-13)
+
+
+@pytest.mark.cjk_font
+def test_the_tiled_backward_equals_the_untiled_one_and_visits_the_diagonal(chapter):
+    assert chapter["worst_tiled"] < 1e-12 and len(chapter["results"]) == 4
+    assert chapter["counts"] == {0: 15, 1: 15, 2: 6}
+    fig = chapter["blocks_fig"]
+    assert_draws_without_warnings(fig)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["整块算", "对角线块：部分被掩码", "跳过"]
+    assert np.diag(chapter["state"]).tolist() == [2] * 6  # every diagonal block is computed
+
+
+@pytest.mark.cjk_font
+def test_memory_grows_linearly_against_n_squared(chapter):
+    g, memory = chapter["glued"], chapter["memory"]
+    assert g["ch18_grow_tiled"] < 4 < 12 < g["ch18_grow_stored"]
+    assert all(tiled < stored for tiled, stored in memory.values())
+    assert g["ch18_mem_ratio"] == pytest.approx(memory[4096][1] / memory[4096][0])
+    assert "4096 * 4096" not in _source()
+    fig = chapter["memory_fig"]
+    assert_draws_without_warnings(fig)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "存下权重（backward_from_weights）", "分块重算（flash_attention_backward）"]
+
+
+@pytest.mark.cjk_font
+def test_autograd_keeps_the_weights_and_the_function_does_not(chapter):
+    assert (256, 256) in chapter["naive"]
+    assert chapter["flash_kept"] == [(256,)] + [(256, 64)] * 4
+    assert chapter["passed"] is True
+
+
+@pytest.mark.cjk_font
+def test_the_time_sentence_is_the_measured_one(chapter):
+    g = chapter["glued"]
+    assert g["ch18_time_sentence"] == chapter["cost"].pick(chapter["ratio"])
+    assert g["ch18_time_ratio"] == pytest.approx(chapter["t"]["tiled"] / chapter["t"]["stored"])
+    assert chapter["flops_ratio"] == 1.25
+
+
+@pytest.mark.cjk_font
+def test_the_triton_kernel_runs_under_the_interpreter_and_is_not_timed(chapter):
+    assert chapter["gap_triton"] < 1e-10 and chapter["triton_flash"].INTERPRETED
+    assert chapter["glued"]["ch18_triton_sentence"] == chapter["triton_agree"].pick(chapter["gap_triton"])
+    kernel = section(prose(CHAPTER), "Triton 内核：在解释器里检查")
+    assert "TRITON_INTERPRET=1" in kernel and "解释器只用来检查内核算得对不对" in kernel and "不拿它计时" in kernel
+    assert "本书没有在 GPU 上运行或测量它" in kernel
+    cell = next(c for c in code_cells(CHAPTER) if "triton_flash_attention" in c)
+    assert "perf_counter" not in cell  # nothing is timed under the interpreter
+
+
+@pytest.mark.cjk_font
+def test_the_pitfalls_hold(chapter):
+    g = chapter["glued"]
+    assert g["ch18_no_delta_rowsum"] > 0.05 and g["ch18_blockmax_rowsum"] > 0.05
+    # forgetting D leaves dV right and dQ, dK wrong (the self-check's question 3 too)
+    rng = np.random.default_rng(3)
+    q, k, v, d_out = rng.normal(size=(4, 6, 4))
+    out, w = anp.scaled_dot_product_attention(q, k, v)
+    delta = np.sum(d_out * out, axis=-1, keepdims=True)
+    right = flash.block_gradients(q, k, v, w, d_out, delta, 0.5)
+    wrong = flash.block_gradients(q, k, v, w, d_out, 0 * delta, 0.5)
+    np.testing.assert_allclose(wrong[2], right[2])
+    assert not np.allclose(wrong[0], right[0]) and not np.allclose(wrong[1], right[1])
+
+
+# --------------------------------------------------------------------------- the self-check
+
+def test_selfcheck_the_row_statistic():
+    assert correct(questions(ASSIGNMENT)[0]) == ["$D_i = \\operatorname{rowsum}(dO\\circ O)_i$"]
+
+
+def test_selfcheck_the_shape_of_dp():
+    d_out, v = np.zeros((128, 32)), np.zeros((256, 32))
+    assert (d_out @ v.T).shape == (128, 256)
+    assert correct(questions(ASSIGNMENT)[1]) == ["$128\\times 256$"]
+
+
+def test_selfcheck_forgetting_d():
+    rng = np.random.default_rng(4)
+    q, k, v, d_out = rng.normal(size=(4, 5, 3))
+    out, w = anp.scaled_dot_product_attention(q, k, v)
+    ds = w * (d_out @ v.T)  # without D
+    assert np.abs(ds.sum(axis=-1)).max() > 1e-3  # B holds
+    right = w * (d_out @ v.T - np.sum(d_out * out, axis=-1, keepdims=True))
+    assert np.abs(right.sum(axis=-1)).max() < 1e-12
+    assert len(correct(questions(ASSIGNMENT)[2])) == 2
+
+
+def test_selfcheck_the_memory_of_the_weights():
+    n = 8192
+    assert n * n * 4 == 256 * 2**20 and n * 4 == 32 * 2**10
+    assert n * n * 8 == 512 * 2**20 and n * n * 2 == 128 * 2**20  # the slips
+    assert correct(questions(ASSIGNMENT)[3]) == ["256 MiB"]
+
+
+def test_the_written_answer_s_numbers():
+    from nbrun import grade_id, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    answer = cells["written_backward"]
+    per_head = 8192**2 * 2
+    assert per_head == 134_217_728 == 128 * 2**20 and "128 MiB" in answer
+    assert 24 * 16 * per_head == 48 * 2**30 and "48" in answer and "GiB" in answer
+    assert 8192 * 4 == 32_768 and "32 KiB" in answer
+    assert "没有在 GPU 上测量" in answer
+
+
+# --------------------------------------------------------------------------- the assignment
+
+DELEGATING = {
+    "attention_backward": '''
+def attention_backward(q, k, v, d_out):
+    leaves = [torch.tensor(np.asarray(x, dtype=float), requires_grad=True) for x in (q, k, v)]
+    out = torch.softmax(leaves[0] @ leaves[1].mT / math.sqrt(q.shape[-1]), dim=-1) @ leaves[2]
+    out.backward(torch.tensor(np.asarray(d_out, dtype=float)))
+    return tuple(t.grad.numpy() for t in leaves)
+''',
+    "tiled_backward": '''
+def tiled_backward(q, k, v, out, lse, d_out, block_size, causal=False):
+    return anp.flash_attention_backward(q, k, v, out, lse, d_out, causal=causal, block_size=block_size)
+''',
+    "attention_function": '''
+from attnlib import torch as att
+
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v):
+        out, lse = att.flash_attention(q, k, v, return_lse=True)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        return att.flash_attention_backward(*ctx.saved_tensors, d_out)
+''',
+}
+
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    mixed = assignments.wrong_cells(ASSIGNMENT, "no_minus_delta", "stores_weights", "function_saves_weights")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        # autograd or attnlib's backward behind the student's name scores nothing
+        "delegating": assignments.with_cells(source, DELEGATING),
+        # each misses its exercise's point, so a failed essential check caps its cell at a third
+        "mixed": assignments.with_cells(source, mixed),
+    }, {
+        "delegating": [0, 0, 0],
+        "mixed": [1, 1, 2 / 3],
+    })  # 8 autograded + the written answer (2, by hand)
+
+
+def test_the_reference_guard_covers_the_public_backward():
+    """flash_attention_backward is public (in __all__), so forbidding flash_attention alone would not cover it."""
+    from attnlib.grading import reference_functions
+
+    assert anp.flash_attention_backward not in reference_functions("flash_attention")
+    assert anp.flash_attention_backward in reference_functions("flash_attention_backward")
+    assert flash.block_gradients in reference_functions("flash_attention")
