@@ -76,10 +76,14 @@ except ImportError as error:  # pragma: no cover - exercised in a process withou
 #: Whether this process's Triton interprets its kernels (TRITON_INTERPRET=1 when triton was imported).
 INTERPRETED = not isinstance(tl.zeros, triton.JITFunction)
 
-#: Rows and keys per block: 64 on a GPU (each program's tiles fit in its shared memory with d up to 128);
-#: 16 on the CPU interpreter, whose speed depends on the number of programs little and on tile sizes much,
-#: and where small tests then still cross several blocks and a partial last block.
-GPU_BLOCK, CPU_BLOCK = 64, 16
+#: Rows and keys per block on a GPU, by the inputs' bytes per number.  Each kernel's shared memory then
+#: (Triton 3.9, compiled for sm_90 without a GPU): at most 64 KiB in float16 and 100 KiB in float32 with
+#: d = 128, 105 KiB in float64 with d = 64; an A100 allows 163 KiB per block, an H100 227 KiB.
+GPU_BLOCK = {2: 64, 4: 32, 8: 32}
+#: On the CPU interpreter, small blocks: small tests then still cross several blocks and a partial last one.
+CPU_BLOCK = 16
+#: Launch options.  Fused multiply-adds, Triton's default, said explicitly: Triton 3.9 warns when it is left unset.
+OPTIONS = {"enable_fp_fusion": True}
 
 
 def triton_flash_attention(q, k, v, *, causal=False, return_lse=False):
@@ -140,10 +144,9 @@ class TritonFlashFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_out, d_lse):
         q3, k3, v3, out, lse = ctx.saved_tensors
-        if d_out is None:
-            d_out = torch.zeros_like(out)
+        d_out = torch.zeros_like(out) if d_out is None else flat(d_out, ctx.batch)  # None: only lse was used
         d_lse = None if d_lse is None else d_lse.reshape(lse.shape)
-        dq, dk, dv = backward(q3, k3, v3, out, lse, flat(d_out, ctx.batch), d_lse, ctx.causal)
+        dq, dk, dv = backward(q3, k3, v3, out, lse, d_out, d_lse, ctx.causal)
         # Broadcast inputs get the sum of their batch copies' gradients.
         grads = [g.reshape(ctx.batch + g.shape[-2:]).sum_to_size(shape)
                  for g, shape in zip((dq, dk, dv), ctx.shapes, strict=True)]
@@ -158,16 +161,14 @@ def flat(t: torch.Tensor, batch: tuple) -> torch.Tensor:
 def forward(q, k, v, causal: bool):
     """Launch the forward kernel on ``(B, n, d)`` tensors: ``(out (B, n_q, d_v), lse (B, n_q))``."""
     (b, n_q, d_k), (n_k, d_v) = q.shape, v.shape[-2:]
-    acc_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     out = torch.zeros(b, n_q, d_v, dtype=q.dtype, device=q.device)
-    lse = torch.full((b, n_q), -math.inf, dtype=acc_dtype, device=q.device)
+    lse = torch.full((b, n_q), -math.inf, dtype=accumulator_dtype(q.dtype), device=q.device)
     if out.numel() == 0 or n_k == 0:  # nothing to launch: no rows, or rows that see no key (zeros, -inf)
         return out, lse
-    block = kernels_for(q.device)
-    grid = (triton.cdiv(n_q, block), b)
+    meta = launch_constants(q.device, q.dtype, d_k, d_v)
+    grid = (b, triton.cdiv(n_q, meta["BLOCK_M"]))  # one program per (batch·head, query block)
     _flash_forward[grid](q, k, v, out, lse, n_q, n_k, d_k, d_v, 1.0 / math.sqrt(d_k), CAUSAL=causal,
-                             BLOCK_M=block, BLOCK_N=block, BLOCK_DK=width(d_k), BLOCK_DV=width(d_v),
-                             ACC=tl_dtype(acc_dtype))
+                         ACC=tl.float64 if lse.dtype == torch.float64 else tl.float32, **meta, **OPTIONS)
     return out, lse
 
 
@@ -179,32 +180,51 @@ def backward(q, k, v, out, lse, d_out, d_lse, causal: bool):
     """
     (b, n_q, d_k), (n_k, d_v) = q.shape, v.shape[-2:]
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    if q.numel() == 0 or k.numel() == 0 or n_q == 0 or n_k == 0:
+    if dq.numel() == 0 or n_k == 0:  # no rows, or no key: nothing flows back
         return dq, dk, dv
-    block = kernels_for(q.device)
+    meta = launch_constants(q.device, q.dtype, d_k, d_v)
     d_out = d_out.contiguous()
-    delta = torch.empty_like(lse)  # D = rowsum(dO * O): (B, n_q)
-    _flash_backward_preprocess[(triton.cdiv(n_q, block), b)](out, d_out, delta, n_q, d_v, BLOCK_M=block,
-                                                         BLOCK_DV=width(d_v))
+    delta = torch.empty_like(lse)  # D = rowsum(dO ∘ O): (B, n_q)
+    query_blocks, key_blocks = (b, triton.cdiv(n_q, meta["BLOCK_M"])), (b, triton.cdiv(n_k, meta["BLOCK_N"]))
+    _flash_backward_preprocess[query_blocks](out, d_out, delta, n_q, d_v, BLOCK_M=meta["BLOCK_M"],
+                                             BLOCK_DV=meta["BLOCK_DV"], **OPTIONS)
     if d_lse is not None:
         delta -= d_lse
-    sizes = dict(BLOCK_M=block, BLOCK_N=block, BLOCK_DK=width(d_k), BLOCK_DV=width(d_v))
     args = (q, k, v, d_out, lse, delta)
-    scale = 1.0 / math.sqrt(d_k)
-    _flash_backward_dkdv[(triton.cdiv(n_k, block), b)](*args, dk, dv, n_q, n_k, d_k, d_v, scale, CAUSAL=causal,
-                                                  **sizes)
-    _flash_backward_dq[(triton.cdiv(n_q, block), b)](*args, dq, n_q, n_k, d_k, d_v, scale, CAUSAL=causal, **sizes)
+    sizes = (n_q, n_k, d_k, d_v, 1.0 / math.sqrt(d_k))
+    _flash_backward_dkdv[key_blocks](*args, dk, dv, *sizes, CAUSAL=causal, **meta, **OPTIONS)
+    _flash_backward_dq[query_blocks](*args, dq, *sizes, CAUSAL=causal, **meta, **OPTIONS)
     return dq, dk, dv
 
 
-def width(d: int) -> int:
-    """The block width covering a head dimension: a power of two (``tl.arange``), at least 16 (``tl.dot``)."""
-    return max(16, triton.next_power_of_2(d))
+def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The kernels sum in float64 for float64 inputs and in float32 otherwise (lse has this dtype)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def tl_dtype(dtype: torch.dtype):
-    """Triton's name for the accumulators' torch dtype."""
-    return tl.float64 if dtype == torch.float64 else tl.float32
+def launch_constants(device: torch.device, dtype: torch.dtype, d_k: int, d_v: int) -> dict:
+    """The kernels' compile-time constants: block sizes, block widths and the products' precision.
+
+    Widths: the head dimensions rounded up to a power of two (``tl.arange``), at least 16
+    (``tl.dot``); the extra columns are masked.  ``PRECISION``: float32 products in full precision
+    ("ieee", as torch's matmul, not TF32), so the kernels agree with attnlib to float32's rounding;
+    half precision keeps Triton's default, the tensor cores.
+    """
+    block = block_size(device, dtype)
+    return dict(BLOCK_M=block, BLOCK_N=block, BLOCK_DK=max(16, triton.next_power_of_2(d_k)),
+                BLOCK_DV=max(16, triton.next_power_of_2(d_v)),
+                PRECISION="ieee" if dtype in (torch.float32, torch.float64) else "tf32")
+
+
+def block_size(device: torch.device, dtype: torch.dtype) -> int:
+    """The block size for tensors on ``device``, after checking that this process's Triton can run them there."""
+    if INTERPRETED:
+        return CPU_BLOCK  # every kernel runs in the interpreter, which copies CUDA tensors to the host and back
+    if device.type == "cpu":
+        raise RuntimeError("CPU 张量需要 Triton 的解释器 (CPU tensors need the Triton interpreter)：请在导入 triton "
+                           "之前设置环境变量 TRITON_INTERPRET=1（例如 TRITON_INTERPRET=1 python ...），"
+                           "或把张量移到 CUDA 设备上。")
+    return GPU_BLOCK[dtype.itemsize]
 
 
 @triton.jit
@@ -234,16 +254,18 @@ def _visible(rows, cols, n_q, n_k, CAUSAL: tl.constexpr):
 @triton.jit
 def _causal_stop(block, n_k, n_q, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
     """The end of the keys a query block may see: keys right of its last row's last visible key are hidden."""
-    if CAUSAL:
-        return tl.minimum(n_k, (block + 1) * BLOCK_M + n_k - n_q)
-    return n_k
+    stop = n_k
+    if CAUSAL:  # bottom-right: the last row of the block sees keys up to (block + 1) * BLOCK_M - 1 + n_k - n_q
+        stop = tl.minimum(n_k, (block + 1) * BLOCK_M + n_k - n_q)
+    return stop
 
 
 @triton.jit
 def _flash_forward(Q, K, V, OUT, LSE, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
+                   BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr,
+                   PRECISION: tl.constexpr):
     """One query block of one batch·head against every key block it may see (FlashAttention-2, Algorithm 1)."""
-    block, bh = tl.program_id(0), tl.program_id(1)
+    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
     Q, K, V = Q + bh * n_q * d_k, K + bh * n_k * d_k, V + bh * n_k * d_v  # this batch·head's matrices
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,) query positions
     q = _load_rows(Q, rows, n_q, d_k, BLOCK_DK)  # (M, DK): stays loaded while the keys stream past
@@ -254,15 +276,14 @@ def _flash_forward(Q, K, V, OUT, LSE, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.cons
         cols = start + tl.arange(0, BLOCK_N)  # (N,) key positions
         k = _load_rows(K, cols, n_k, d_k, BLOCK_DK)  # (N, DK)
         v = _load_rows(V, cols, n_k, d_v, BLOCK_DV)  # (N, DV)
-        # "ieee": float32 products in full precision, as torch's matmul (not TF32), so the kernel agrees with attnlib
-        s = tl.dot(q, tl.trans(k), input_precision="ieee").to(ACC) * scale  # (M, N) scaled scores
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale  # (M, N) scaled scores
         s = tl.where(_visible(rows, cols, n_q, n_k, CAUSAL), s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))  # (M,)
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen no key yet: exp(-inf) = 0
         p = tl.exp(s - shift[:, None])  # (M, N) unnormalised weights
         alpha = tl.exp(m - shift)  # (M,) rescales what was summed against the old maximum
         denom = denom * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee").to(ACC)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION).to(ACC)
         m = m_new
     # A row that saw no key has acc = 0, denom = 0 and m = -inf: output 0 and lse = -inf (log 0 never taken).
     seen = denom > 0
@@ -274,7 +295,7 @@ def _flash_forward(Q, K, V, OUT, LSE, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.cons
 @triton.jit
 def _flash_backward_preprocess(OUT, DO, DELTA, n_q, d_v, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
     """D = rowsum(dO ∘ O) for one block of rows: the row statistic that dS = P ∘ (dP − D) needs."""
-    block, bh = tl.program_id(0), tl.program_id(1)
+    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     o = _load_rows(OUT + bh * n_q * d_v, rows, n_q, d_v, BLOCK_DV).to(DELTA.dtype.element_ty)  # (M, DV)
     do = _load_rows(DO + bh * n_q * d_v, rows, n_q, d_v, BLOCK_DV).to(DELTA.dtype.element_ty)  # (M, DV)
@@ -282,9 +303,9 @@ def _flash_backward_preprocess(OUT, DO, DELTA, n_q, d_v, BLOCK_M: tl.constexpr, 
 
 
 @triton.jit
-def _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL: tl.constexpr):
+def _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """A block's weights P = exp(S − lse) (M, N), recomputed from lse; 0 where the pair is hidden or padding."""
-    s = tl.dot(q, tl.trans(k), input_precision="ieee").to(lse_rows.dtype) * scale  # (M, N)
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION).to(lse_rows.dtype) * scale  # (M, N)
     s = tl.where(_visible(rows, cols, n_q, n_k, CAUSAL), s, float("-inf"))  # hidden first: no exp can overflow
     shift = tl.where(lse_rows == float("-inf"), 0.0, lse_rows)  # a row that sees no key has no weights
     return tl.exp(s - shift[:, None])
@@ -293,9 +314,9 @@ def _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL: tl.c
 @triton.jit
 def _flash_backward_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr,
-                         BLOCK_DV: tl.constexpr):
+                         BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     """dK and dV of one key block: key blocks outside (one per program), query blocks inside (FA-2, Algorithm 2)."""
-    block, bh = tl.program_id(0), tl.program_id(1)
+    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
     Q, DO, LSE, DELTA = Q + bh * n_q * d_k, DO + bh * n_q * d_v, LSE + bh * n_q, DELTA + bh * n_q
     cols = block * BLOCK_N + tl.arange(0, BLOCK_N)  # (N,) key positions
     k = _load_rows(K + bh * n_k * d_k, cols, n_k, d_k, BLOCK_DK)  # (N, DK): stays loaded
@@ -311,11 +332,11 @@ def _flash_backward_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, n_q, n_k, d_k, d_v, sc
         do = _load_rows(DO, rows, n_q, d_v, BLOCK_DV)  # (M, DV)
         lse_rows = tl.load(LSE + rows, mask=rows < n_q, other=0.0)  # (M,)
         delta = tl.load(DELTA + rows, mask=rows < n_q, other=0.0)  # (M,)
-        p = _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL)  # (M, N)
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision="ieee").to(dv.dtype)  # dV = Pᵀ dO
-        dp = tl.dot(do, tl.trans(v), input_precision="ieee").to(p.dtype)  # dP = dO Vᵀ: (M, N)
+        p = _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL, PRECISION)  # (M, N)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION).to(dv.dtype)  # dV = Pᵀ dO
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(p.dtype)  # dP = dO Vᵀ: (M, N)
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision="ieee").to(dk.dtype)  # dK = dSᵀ Q / √d_k
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION).to(dk.dtype)  # dK = dSᵀ Q / √d_k
     _store_rows(DK + bh * n_k * d_k, cols, n_k, d_k, dk * scale, BLOCK_DK)  # the 1/√d_k once, at the end
     _store_rows(DV + bh * n_k * d_v, cols, n_k, d_v, dv, BLOCK_DV)
 
@@ -323,9 +344,9 @@ def _flash_backward_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, n_q, n_k, d_k, d_v, sc
 @triton.jit
 def _flash_backward_dq(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr,
-                       BLOCK_DV: tl.constexpr):
+                       BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     """dQ of one query block, looping over the key blocks it sees as the forward does."""
-    block, bh = tl.program_id(0), tl.program_id(1)
+    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
     K, V = K + bh * n_k * d_k, V + bh * n_k * d_v
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,) query positions
     q = _load_rows(Q + bh * n_q * d_k, rows, n_q, d_k, BLOCK_DK)  # (M, DK)
@@ -337,19 +358,8 @@ def _flash_backward_dq(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, d_k, d_v, scale, C
         cols = start + tl.arange(0, BLOCK_N)  # (N,) key positions
         k = _load_rows(K, cols, n_k, d_k, BLOCK_DK)  # (N, DK)
         v = _load_rows(V, cols, n_k, d_v, BLOCK_DV)  # (N, DV)
-        p = _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL)  # (M, N)
-        dp = tl.dot(do, tl.trans(v), input_precision="ieee").to(p.dtype)  # dP = dO Vᵀ
+        p = _recompute_weights(q, k, lse_rows, rows, cols, n_q, n_k, scale, CAUSAL, PRECISION)  # (M, N)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(p.dtype)  # dP = dO Vᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
-        dq += tl.dot(ds.to(k.dtype), k, input_precision="ieee").to(dq.dtype)  # dQ = dS K / √d_k
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION).to(dq.dtype)  # dQ = dS K / √d_k
     _store_rows(DQ + bh * n_q * d_k, rows, n_q, d_k, dq * scale, BLOCK_DK)
-
-
-def kernels_for(device: torch.device) -> int:
-    """The block size for tensors on ``device``, after checking that this process's Triton can run them there."""
-    if INTERPRETED:
-        return CPU_BLOCK  # every kernel runs in the interpreter, which copies CUDA tensors to the host and back
-    if device.type == "cpu":
-        raise RuntimeError("CPU 张量需要 Triton 的解释器 (CPU tensors need the Triton interpreter)：请在导入 triton "
-                           "之前设置环境变量 TRITON_INTERPRET=1（例如 TRITON_INTERPRET=1 python ...），"
-                           "或把张量移到 CUDA 设备上。")
-    return GPU_BLOCK
