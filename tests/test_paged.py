@@ -222,7 +222,7 @@ def test_unknown_and_freed_sequences_are_refused(backend):
                  lambda: p.append(cache, seq, *tokens(rng, 1)), lambda: cache.block_table(seq)):
         with pytest.raises(ValueError, match="已经被释放"):
             call()
-    for bad in (7, -1, "0", None, True):
+    for bad in (7, -1, "0", None, True, [0]):
         with pytest.raises(ValueError, match="没有编号"):
             cache.length(bad)
     with pytest.raises(ValueError, match="没有编号"):

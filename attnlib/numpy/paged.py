@@ -117,9 +117,10 @@ class BlockManager:
 
     def _check_seq(self, seq) -> int:
         """A live sequence id, or a ``ValueError`` saying whether it was freed or never allocated."""
-        if seq in self._tables and isinstance(seq, int) and not isinstance(seq, bool):
+        is_id = isinstance(seq, int) and not isinstance(seq, bool)
+        if is_id and seq in self._tables:
             return seq
-        if seq in self._freed:
+        if is_id and seq in self._freed:
             raise ValueError(f"序列 {seq} 已经被释放 (sequence {seq} was freed)，不能再读写或复制它。")
         raise ValueError(f"没有编号为 {seq!r} 的序列 (unknown sequence id)：请先用 allocate() 分配。")
 
