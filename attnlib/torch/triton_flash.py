@@ -265,7 +265,7 @@ def _flash_forward(Q, K, V, OUT, LSE, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.cons
                    BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr,
                    PRECISION: tl.constexpr):
     """One query block of one batch·head against every key block it may see (FlashAttention-2, Algorithm 1)."""
-    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
+    bh, block = tl.program_id(0).to(tl.int64), tl.program_id(1)  # grid (B, blocks); int64: B·n·d may pass 2³¹
     Q, K, V = Q + bh * n_q * d_k, K + bh * n_k * d_k, V + bh * n_k * d_v  # this batch·head's matrices
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,) query positions
     q = _load_rows(Q, rows, n_q, d_k, BLOCK_DK)  # (M, DK): stays loaded while the keys stream past
@@ -295,7 +295,7 @@ def _flash_forward(Q, K, V, OUT, LSE, n_q, n_k, d_k, d_v, scale, CAUSAL: tl.cons
 @triton.jit
 def _flash_backward_preprocess(OUT, DO, DELTA, n_q, d_v, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
     """D = rowsum(dO ∘ O) for one block of rows: the row statistic that dS = P ∘ (dP − D) needs."""
-    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
+    bh, block = tl.program_id(0).to(tl.int64), tl.program_id(1)  # grid (B, blocks); int64: B·n·d may pass 2³¹
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     o = _load_rows(OUT + bh * n_q * d_v, rows, n_q, d_v, BLOCK_DV).to(DELTA.dtype.element_ty)  # (M, DV)
     do = _load_rows(DO + bh * n_q * d_v, rows, n_q, d_v, BLOCK_DV).to(DELTA.dtype.element_ty)  # (M, DV)
@@ -316,7 +316,7 @@ def _flash_backward_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, n_q, n_k, d_k, d_v, sc
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr,
                          BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     """dK and dV of one key block: key blocks outside (one per program), query blocks inside (FA-2, Algorithm 2)."""
-    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
+    bh, block = tl.program_id(0).to(tl.int64), tl.program_id(1)  # grid (B, blocks); int64: B·n·d may pass 2³¹
     Q, DO, LSE, DELTA = Q + bh * n_q * d_k, DO + bh * n_q * d_v, LSE + bh * n_q, DELTA + bh * n_q
     cols = block * BLOCK_N + tl.arange(0, BLOCK_N)  # (N,) key positions
     k = _load_rows(K + bh * n_k * d_k, cols, n_k, d_k, BLOCK_DK)  # (N, DK): stays loaded
@@ -346,7 +346,7 @@ def _flash_backward_dq(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, d_k, d_v, scale, C
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DK: tl.constexpr,
                        BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     """dQ of one query block, looping over the key blocks it sees as the forward does."""
-    bh, block = tl.program_id(0), tl.program_id(1)  # grid (B, blocks): B may pass 65,535
+    bh, block = tl.program_id(0).to(tl.int64), tl.program_id(1)  # grid (B, blocks); int64: B·n·d may pass 2³¹
     K, V = K + bh * n_k * d_k, V + bh * n_k * d_v
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,) query positions
     q = _load_rows(Q + bh * n_q * d_k, rows, n_q, d_k, BLOCK_DK)  # (M, DK)
