@@ -9,8 +9,11 @@
 #                Chromium (and Node.js if npm is missing) with apt; where one is missing its tests skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
-#   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2] [SANDBOX=nobody]  autograde a whole class in
-#                parallel (SANDBOX: as root, run the students' kernels as that unprivileged user)
+#   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2] [STUDENT=id,id] [SANDBOX=nobody]  autograde a
+#                whole class in parallel (STUDENT: only these students; SANDBOX: as root, run the students'
+#                kernels as that unprivileged user)
+#   make roster COURSE=dir ROSTER=roster.csv  import a class roster (id, name, email) into the class gradebook
+#   make formgrader COURSE=dir  JupyterLab with the Formgrader on a class folder (nothing written into the checkout)
 #   make report COURSE=dir ASSIGNMENT=quiz-sdpa [OUT=page.html]  item analysis of a graded assignment (offline HTML)
 #   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
 #   make bench   speed and memory ratios, measured side by side in one run
@@ -48,8 +51,17 @@ grade: $(STAMP)
 COURSE ?= .
 JOBS ?= 2
 grade-class: $(STAMP)
-	@test -n "$(ASSIGNMENT)" || { echo "用法：make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 [JOBS=2] [SANDBOX=nobody]"; exit 2; }
-	$(PY) scripts/grade_class.py $(ASSIGNMENT) --course $(COURSE) --jobs $(JOBS) $(if $(SANDBOX),--sandbox-user $(SANDBOX))
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 [JOBS=2] [STUDENT=学生编号,…] [SANDBOX=nobody]"; exit 2; }
+	$(PY) scripts/grade_class.py $(ASSIGNMENT) --course $(COURSE) --jobs $(JOBS) $(if $(STUDENT),--student $(STUDENT)) $(if $(SANDBOX),--sandbox-user $(SANDBOX))
+
+.PHONY: roster formgrader
+roster: $(STAMP)
+	@test -n "$(ROSTER)" -a "$(COURSE)" != "." || { echo "用法：make roster COURSE=课程目录 ROSTER=名单.csv"; exit 2; }
+	$(PY) scripts/roster.py $(COURSE) $(ROSTER)
+
+formgrader: $(STAMP)
+	@test "$(COURSE)" != "." || { echo "用法：make formgrader COURSE=课程目录"; exit 2; }
+	$(PY) scripts/formgrader.py $(COURSE)
 
 .PHONY: report
 report: $(STAMP)

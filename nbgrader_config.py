@@ -13,21 +13,23 @@ import os
 import sys
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.converters import Autograde, GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests, Execute
+from nbgrader.converters import GenerateAssignment
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from grading.kernel_limits import DEFAULT_MEMORY_GB, LimitedExecute  # noqa: E402
+from grading.nbgrader_autograde import autograde_steps, sanitize_steps  # noqa: E402
 from grading.nbgrader_export import CourseCsvExport  # noqa: E402
 from grading.nbgrader_feedback import (  # noqa: E402
     TEMPLATE_NAME,
     TEMPLATES,
     GetGradesAndPending,
+    HiddenCheckDetails,
     HideTestTracebacks,
     LabelAndTidy,
+    QuietClearHiddenTests,
     offline_math,
     offline_mathjax,
 )
@@ -35,6 +37,7 @@ from grading.nbgrader_formgrader import install as install_formgrader_feedback  
 from grading.nbgrader_release import release_preprocessors  # noqa: E402
 from grading.nbgrader_validate import configure as configure_validate  # noqa: E402
 from grading.nbgrader_validate import install as install_validate  # noqa: E402
+from grading.term import CourseLatePenalty  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -63,10 +66,17 @@ c.Execute.error_on_timeout = {
 }
 # a cell that kills its kernel (os._exit, a signal) or cannot be interrupted costs that cell only, as in
 # make grade-class: the kernel is restarted, the earlier cells replayed, and grading goes on (grading/kernel_limits.py);
-# every kernel gets the same memory cap as there (a cell asking for far more gets a MemoryError)
-_autograde_steps = Autograde.class_traits()["autograde_preprocessors"].default()
-c.Autograde.autograde_preprocessors = [LimitedExecute if step is Execute else step for step in _autograde_steps]
+# every kernel gets the same memory cap as there (a cell asking for far more gets a MemoryError).
+# A re-grade keeps the manual marks and comments of every answer that did not change, and re-opens (with the
+# previous mark named in the comment) those that did (grading/manual_marks.py)
+c.Autograde.autograde_preprocessors = autograde_steps(LimitedExecute)
+# quiet about a test cell the student left as released (grading/nbgrader_autograde.py)
+c.Autograde.sanitize_preprocessors = sanitize_steps()
 c.LimitedKernelManager.memory_limit = int(DEFAULT_MEMORY_GB * 2**30)
+
+# --- late submissions: a class sets its due date with `nbgrader db assignment add A --duedate=...` and its
+# penalty with `c.CourseLatePenalty.percent_per_day = 10` in the class folder's nbgrader_config.py (grading/term.py)
+c.AssignLatePenalties.plugin_class = CourseLatePenalty
 
 # --- nbgrader export: grades.csv with a status column; nothing that was not graded becomes a number
 c.ExportApp.plugin_class = CourseCsvExport
@@ -77,8 +87,12 @@ install_validate()
 
 # --- feedback: in Chinese, items named as in the notebook (练习 1, 第 3 题), no hidden test source, no traceback
 # quoting it, no empty Out[n]: after test cells, no remote scripts; math typeset when the page is generated
+# and, in test cells with hidden tests, no input or expected value of a check (--HiddenCheckDetails.shown=True
+# shows them). Every run rewrites the pages: after manual grading the feedback must say what changed
 c.GenerateFeedback.preprocessors = [
-    GetGradesAndPending, ClearHiddenTests, HideTestTracebacks, LabelAndTidy, CSSHTMLHeaderPreprocessor]
+    GetGradesAndPending, HiddenCheckDetails, QuietClearHiddenTests, HideTestTracebacks, LabelAndTidy,
+    CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.force = True
 c.HTMLExporter.template_name = TEMPLATE_NAME
 c.HTMLExporter.extra_template_basedirs = [
     str(TEMPLATES),

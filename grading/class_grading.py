@@ -42,8 +42,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from grading import kernel_limits, sandbox
-from grading.course import REPO, SOLUTIONS, NbgraderError
+from grading import kernel_limits, manual_marks, sandbox, term
+from grading.course import REPO, SOLUTIONS, NbgraderError, class_folder
 
 DEFAULT_MEMORY_GB = kernel_limits.DEFAULT_MEMORY_GB
 WORKER_DIED = "评分进程在这份作业上意外退出了两次（学生代码可能终止了评分进程）——未评分"
@@ -116,6 +116,18 @@ def expected_cells(release: pathlib.Path) -> dict[str, set]:
         metas = [c.metadata.get("nbgrader", {}) for c in nb.cells]
         cells[path.stem] = {m["grade_id"] for m in metas if m.get("solution") or m.get("grade")}
     return cells
+
+
+def source_labels(source: pathlib.Path, assignment: str) -> dict[str, str]:
+    """``{grade id: 练习 1 / 第 3 题}`` of the assignment's source notebooks, as the student sees them labelled."""
+    import nbformat
+
+    from grading.nbgrader_validate import cell_labels
+
+    labels = {}
+    for path in sorted((pathlib.Path(source) / assignment).glob("*.ipynb")):
+        labels |= cell_labels(nbformat.read(path, as_version=4))
+    return labels
 
 
 def check_submission(folder: pathlib.Path, expected: dict[str, set]) -> list[str]:
@@ -217,22 +229,26 @@ def log_problem(log: str) -> str:
 _WORKER: dict = {}
 
 
-def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0, sandbox: tuple | None = None):
-    """The repository's ``nbgrader_config.py`` as a traitlets ``Config``, with overrides and the kernel limits.
+def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0, sandbox: tuple | None = None,
+                    course: str | None = None):
+    """The class's ``nbgrader_config.py`` as a traitlets ``Config``, with overrides and the kernel limits.
 
+    ``course``: the class folder, whose ``nbgrader_config.py`` (which loads the repository's) holds the class's
+    own settings, e.g. its late penalty; the repository's when None or when the folder has none.
     ``overrides`` maps ``"Section.option"`` to a value, e.g. ``{"Execute.timeout": 5}``; ``sandbox`` is
     ``Sandbox.worker_config`` (the user the kernels run as, see ``grading/sandbox.py``), or None.
     """
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    from grading.nbgrader_autograde import autograde_steps, sanitize_steps
+
+    folder = course if course and (pathlib.Path(course) / "nbgrader_config.py").is_file() else REPO
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
     for key, value in (overrides or {}).items():
         section, option = key.split(".")
         config[section][option] = value
-    default = Autograde.class_traits()["autograde_preprocessors"].default()
-    config.Autograde.autograde_preprocessors = [kernel_limits.LimitedExecute if p is Execute else p for p in default]
+    config.Autograde.autograde_preprocessors = autograde_steps(kernel_limits.LimitedExecute)
+    config.Autograde.sanitize_preprocessors = sanitize_steps()
     config.LimitedKernelManager.memory_limit = int(memory_bytes)
     if sandbox:
         km = config.LimitedKernelManager
@@ -240,7 +256,8 @@ def nbgrader_config(overrides: dict | None = None, memory_bytes: int = 0, sandbo
     return config
 
 
-def _init_worker(overrides: dict | None, memory_bytes: int, log_path: str, sandbox: tuple | None = None) -> None:
+def _init_worker(overrides: dict | None, memory_bytes: int, log_path: str, sandbox: tuple | None = None,
+                 course: str | None = None) -> None:
     """Pool initializer: build the config once (nbgrader is preloaded), send kernel chatter to a log file."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
@@ -250,7 +267,7 @@ def _init_worker(overrides: dict | None, memory_bytes: int, log_path: str, sandb
     log = logging.getLogger("grade_class.worker")
     log.setLevel(logging.INFO)
     log.propagate = False
-    _WORKER.update(config=nbgrader_config(overrides, memory_bytes, sandbox), log=log)
+    _WORKER.update(config=nbgrader_config(overrides, memory_bytes, sandbox, course), log=log)
 
 
 def _worker_course(work: pathlib.Path, template: pathlib.Path, submission: pathlib.Path,
@@ -334,24 +351,29 @@ def _read_submission(url: str, assignment: str, student: str):
                 "penalty": nb.late_submission_penalty,
                 "grades": {g.name: (g.auto_score, g.needs_manual_grade) for g in nb.grades},
                 "comments": {c.name: c.auto_comment for c in nb.comments},
+                "fingerprints": manual_marks.stored(gb, assignment, student, nb.name),
             }
         return {"timestamp": sub.timestamp, "notebooks": notebooks}
 
 
-def merge_submission(worker_root: pathlib.Path, main_url: str, assignment: str, student: str) -> bool:
+def merge_submission(worker_root: pathlib.Path, main_url: str, assignment: str, student: str,
+                     labels: dict | None = None) -> list[str] | None:
     """Copy one student's automatic grades from a worker gradebook into the class gradebook.
 
-    As ``nbgrader autograde`` does, automatic scores and comments are replaced,
-    manual scores, manual comments and extra credit are kept, and a cell with a
-    manual score is flagged for review.  Returns False when the worker recorded
-    nothing (no notebook was found, so ``nbgrader autograde`` would skip it too).
+    As ``nbgrader autograde`` with the course's config does, automatic scores
+    and comments are replaced; manual scores, manual comments and extra credit
+    are kept where the answer did not change and re-opened where it did
+    (``grading/manual_marks.py``).  Returns one Chinese line per re-opened mark,
+    or None when the worker recorded nothing (no notebook was found, so
+    ``nbgrader autograde`` would skip it too).
     """
     from nbgrader.api import Gradebook
     from sqlalchemy.exc import SAWarning
 
     record = _read_submission(db_url(worker_root), assignment, student)
     if record is None:
-        return False
+        return None
+    lines = []
     with Gradebook(main_url) as gb, warnings.catch_warnings():
         # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings (the CLI prints them too)
         warnings.simplefilter("ignore", SAWarning)
@@ -367,8 +389,10 @@ def merge_submission(worker_root: pathlib.Path, main_url: str, assignment: str, 
                 grade.needs_manual_grade = bool(needs or grade.manual_score is not None)
             for comment in nb.comments:
                 comment.auto_comment = data["comments"][comment.name]
+            gb.db.commit()
+            lines += manual_marks.reconcile(gb, assignment, student, nb.name, data["fingerprints"], labels)
         gb.db.commit()
-    return True
+    return lines
 
 
 def copy_autograded(worker_root: pathlib.Path, course: pathlib.Path, assignment: str, student: str) -> None:
@@ -408,7 +432,9 @@ def prepare(course: pathlib.Path, assignment: str, scratch: pathlib.Path, *, ove
     con = sqlite3.connect(template / "gradebook.db")
     try:
         with con:
-            for table in ("grade", "comment", "submitted_notebook", "submitted_assignment", "student"):
+            con.execute(manual_marks.CREATE)
+            for table in ("grade", "comment", "submitted_notebook", "submitted_assignment", "student",
+                          manual_marks.TABLE):
                 con.execute(f"DELETE FROM {table}")  # fixed table names, no input
         con.execute("VACUUM")
     finally:
@@ -490,7 +516,8 @@ def export_csv(course: pathlib.Path, dest: pathlib.Path, ungraded=()) -> pathlib
 
 def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | None = None,
                 memory_gb: float = DEFAULT_MEMORY_GB, csv_path=None, progress=None,
-                source: pathlib.Path = SOLUTIONS, sandbox_user: str | None = None) -> ClassReport:
+                source: pathlib.Path = SOLUTIONS, sandbox_user: str | None = None,
+                students: list | None = None) -> ClassReport:
     """Autograde every ``submitted/<student>/<assignment>/`` of the course directory ``course``.
 
     Parameters
@@ -512,6 +539,9 @@ def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | Non
         The folder holding the assignment's source notebooks.
     sandbox_user : str, optional
         Run every student kernel as this unprivileged system user (needs root; see ``grading/sandbox.py``).
+    students : list of str, optional
+        Grade only these students' submissions (a re-grade after resubmissions); the others' rows in the
+        gradebook and their autograded notebooks stay as they are.
 
     Returns
     -------
@@ -523,17 +553,19 @@ def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | Non
         With ``sandbox_user``: not root, no such user, or the user can reach the course folder.
     """
     course = pathlib.Path(course).resolve()
+    class_folder(course, source)
     box = sandbox.sandbox_for(sandbox_user, course, source) if sandbox_user else None
     if box:
         box.check()
     csv_path = pathlib.Path(csv_path) if csv_path else course / "grades.csv"
-    students = submitted_students(course, assignment)
+    students = [s for s in submitted_students(course, assignment) if students is None or s in students]
+    roster = term.roster_ids(course)
     start = time.perf_counter()
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="attn-grade-class-") as tmp:
         scratch = pathlib.Path(tmp)
         kernels = box.worker_config(sandbox.open_scratch(scratch)) if box else None
-        init = (overrides, int(memory_gb * 2**30), str(scratch / "kernels.log"), kernels)
+        init = (overrides, int(memory_gb * 2**30), str(scratch / "kernels.log"), kernels, str(course))
         _start_fork_server()  # it imports nbgrader while the template is prepared here
         template = prepare(course, assignment, scratch, overrides=overrides, source=source)
         expected = expected_cells(pathlib.Path(source) / assignment)
@@ -543,10 +575,13 @@ def grade_class(course, assignment: str, *, jobs: int = 2, overrides: dict | Non
             work.mkdir()
             task = (assignment, str(course / "submitted"), str(template), str(work), expected)
             report = functools.partial(_finish, work=work, course=course, assignment=assignment, outcomes=outcomes,
-                                       total=len(students), progress=progress)
+                                       total=len(students), progress=progress, labels=source_labels(source, assignment))
             pool = _schedule(pool, students, task, jobs, init, report)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+    for outcome in outcomes:
+        if roster and outcome.student not in roster:
+            outcome.problems.append(term.NOT_ON_ROSTER.format(student=outcome.student))
     export_csv(course, csv_path, [f"{assignment}/{o.student}" for o in outcomes if not o.graded])
     return ClassReport(assignment, outcomes, time.perf_counter() - start, csv_path)
 
@@ -625,17 +660,20 @@ def _collect(future, student: str) -> Outcome | None:
 
 
 def _finish(outcome: Outcome, *, work: pathlib.Path, course: pathlib.Path, assignment: str, outcomes: list,
-            total: int, progress) -> None:
+            total: int, progress, labels: dict) -> None:
     """Merge one outcome into the class, record it and report progress."""
-    _merge(work / outcome.student, course, assignment, outcome)
+    _merge(work / outcome.student, course, assignment, outcome, labels)
     outcomes.append(outcome)
     if progress:
         progress(len(outcomes), total, outcome)
 
 
-def _merge(worker_root: pathlib.Path, course: pathlib.Path, assignment: str, outcome: Outcome) -> None:
-    """Merge one worker course into the class (serially, in the main process), then drop it."""
+def _merge(worker_root: pathlib.Path, course: pathlib.Path, assignment: str, outcome: Outcome, labels: dict) -> None:
+    """Merge one worker course into the class (serially, in the main process), then drop it.
+
+    A mark re-opened because its answer changed adds a line to the outcome's problems.
+    """
     if worker_root.exists():
-        merge_submission(worker_root, db_url(course), assignment, outcome.student)
+        outcome.problems += merge_submission(worker_root, db_url(course), assignment, outcome.student, labels) or []
         copy_autograded(worker_root, course, assignment, outcome.student)
         shutil.rmtree(worker_root, ignore_errors=True)

@@ -26,6 +26,40 @@ def assignments(source: pathlib.Path = SOLUTIONS) -> list[str]:
     return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
+CLASS_CONFIG = "nbgrader_config.py"
+
+
+def config_lines(root: pathlib.Path) -> list[str]:
+    """An ``nbgrader_config.py`` for a course at ``root``: the repository's configuration, rooted there."""
+    return [
+        "c = get_config()  # noqa: F821",
+        f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821",
+        f"c.CourseDirectory.root = {str(root)!r}",
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(root / 'gradebook.db')!r}",
+    ]
+
+
+def class_folder(course, source: pathlib.Path = SOLUTIONS) -> list[str]:
+    """Make a class folder usable by every nbgrader command and the Formgrader, run from anywhere.
+
+    A class folder holds ``submitted/`` (and what grading adds).  Without a configuration of its own,
+    ``nbgrader export`` run inside it writes nbgrader's CSV without the ``status`` column, and the Formgrader
+    opened there finds no assignment.  Where they are missing, this writes ``COURSE/nbgrader_config.py`` (the
+    repository's configuration, rooted at the folder) and links ``COURSE/solutions`` to the source folder;
+    anything already there is left alone.  Returns the names it wrote.
+    """
+    course = pathlib.Path(course).resolve()
+    written = []
+    if not (course / CLASS_CONFIG).exists():
+        header = "# this class's nbgrader settings: the repository's, rooted here (written by make grade-class)"
+        (course / CLASS_CONFIG).write_text("\n".join([header, *config_lines(course)]) + "\n", encoding="utf-8")
+        written.append(CLASS_CONFIG)
+    if not (course / "solutions").exists() and pathlib.Path(source).resolve() != (course / "solutions").resolve():
+        (course / "solutions").symlink_to(pathlib.Path(source).resolve(), target_is_directory=True)
+        written.append("solutions")
+    return written
+
+
 class Course:
     """A temporary nbgrader course rooted at ``root`` (which must exist and should be empty).
 
@@ -39,13 +73,7 @@ class Course:
     def __init__(self, root, overrides: dict | None = None):
         self.root = pathlib.Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        lines = [
-            "c = get_config()  # noqa: F821",
-            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821",
-            f"c.CourseDirectory.root = {str(self.root)!r}",
-            f"c.CourseDirectory.db_url = {'sqlite:///' + str(self.root / 'gradebook.db')!r}",
-            f"c.Exchange.root = {str(self.root / 'exchange')!r}",
-        ]
+        lines = [*config_lines(self.root), f"c.Exchange.root = {str(self.root / 'exchange')!r}"]
         for key, value in (overrides or {}).items():
             lines.append(f"c.{key} = {value!r}")
         (self.root / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")

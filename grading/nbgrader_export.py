@@ -5,7 +5,8 @@ notebook that earned nothing and for a submission that could not be graded at
 all (a file that is not valid JSON, another assignment's notebook) or was
 never handed in.  Uploaded to a learning platform, the last two would silently
 become zeros.  :class:`CourseCsvExport` writes the same columns plus
-``status``, leaves the score cells empty unless the submission was graded,
+``status`` (and ``total_seconds_late``, how late the submission was; the
+penalty is ``late_submission_penalty``), leaves the score cells empty unless the submission was graded,
 and sorts the rows by assignment and student:
 
 =================  ======================================================
@@ -17,6 +18,9 @@ and sorts the rows by assignment and student:
 无法评分            handed in, but no autograded notebook exists: score empty
 未提交              nothing handed in: score empty
 =================  ======================================================
+
+Without ``--to`` the file is ``grades.csv`` in the course directory
+(``CourseDirectory.root``), not in the folder the command was typed in.
 
 A submission counts as graded when ``autograded/<student>/<assignment>/``
 holds every notebook of the assignment.  The course's ``nbgrader_config.py``
@@ -33,7 +37,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 from traitlets import List, Unicode
 
-COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+COLUMNS = ["assignment", "duedate", "timestamp", "total_seconds_late", "student_id", "last_name", "first_name", "email",
            "raw_score", "late_submission_penalty", "score", "max_score", "status"]
 GRADED, PENDING, UNGRADED, MISSING = "已评分", "待人工批改", "无法评分", "未提交"
 
@@ -64,7 +68,7 @@ class CourseCsvExport(CsvExportPlugin):
                     continue
                 row = {"assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
                        "last_name": student.last_name, "first_name": student.first_name, "email": student.email,
-                       "max_score": assignment.max_score, "timestamp": "", "raw_score": "",
+                       "max_score": assignment.max_score, "timestamp": "", "total_seconds_late": "", "raw_score": "",
                        "late_submission_penalty": "", "score": ""}
                 autograded = root / "autograded" / student.id / assignment.name
                 graded = (f"{assignment.name}/{student.id}" not in self.ungraded
@@ -75,7 +79,8 @@ class CourseCsvExport(CsvExportPlugin):
                     submission = None
                 if submission is not None and graded:
                     penalty = submission.late_submission_penalty or 0.0
-                    row.update(timestamp=submission.timestamp, raw_score=submission.score,
+                    row.update(timestamp=submission.timestamp, total_seconds_late=submission.total_seconds_late,
+                               raw_score=submission.score,
                                late_submission_penalty=penalty, score=max(0.0, submission.score - penalty),
                                status=PENDING if submission.needs_manual_grade else GRADED)
                 elif submission is not None or (root / "submitted" / student.id / assignment.name).is_dir():
@@ -86,7 +91,8 @@ class CourseCsvExport(CsvExportPlugin):
         return rows
 
     def export(self, gradebook: Gradebook) -> None:
-        dest = self.to or "grades.csv"
+        # into the course directory, wherever the command is typed (``--to`` still names any file)
+        dest = self.to or str(self._root() / "grades.csv")
         self.log.info("Exporting grades to %s", dest)
         rows = self.rows(gradebook)
         with open(dest, "w", newline="", encoding="utf-8") as fh:

@@ -6,6 +6,13 @@
   ``GenerateFeedback.preprocessors``: a traceback printed by a test cell quotes
   the cell's source lines (hidden ones too), so test cells keep only
   ``ErrorName: message``.
+* :class:`HiddenCheckDetails` runs before ``ClearHiddenTests``: the output of a
+  test cell that holds hidden tests keeps, for each hidden check, its Chinese
+  description, ✓/✗ and the hint, but not the values it was run on (the
+  ``期望：``/``实际：`` lines, the arguments of a failed call), so released
+  feedback does not hand next term's class the hidden inputs and expected
+  results.  ``--HiddenCheckDetails.shown=True`` keeps everything (for the
+  instructor's own copy).
 * :class:`GetGradesAndPending` replaces nbgrader's ``GetGrades`` there: it also
   marks the cells still waiting for a human grader, so the page says 待人工批改
   instead of showing their provisional 0 as a score, and gives nbgrader's
@@ -28,13 +35,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 
 from nbconvert.preprocessors import Preprocessor
-from nbgrader.preprocessors import GetGrades
-from traitlets import default
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor
+from traitlets import Bool, List, Unicode, default
 
+from grading.nbgrader_autograde import released_source
 from grading.nbgrader_validate import cell_labels
 
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
@@ -70,6 +79,78 @@ class HideTestTracebacks(Preprocessor):
                 if output.get("output_type") == "error":
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+#: The lines of a check's message that show values: the expected and the actual result.
+VALUE_LINE = re.compile(r"^ {4}(期望|实际)：")
+#: A failed call's note, ``✗ name(arguments)：why``: the arguments are the hidden inputs.
+CALL_NOTE = re.compile(r"^(✗ [\w.]+)\(.*\)：(?=函数还没有实现|函数调用了|调用时抛出了异常)")
+#: What an expected-exception check says the function returned instead.
+RETURNED = re.compile(r"(没有抛出异常，)返回了 .*$")
+WITHHELD = "（隐藏检查不显示输入和期望值）"
+
+
+#: The first line of a check's message: ✓ or ✗, the essential mark, what it checks.
+CHECK_LINE = re.compile(r"^[✓✗] (?:【要点】)?(?P<what>.*?)(?:：未通过)?$")
+
+
+def withhold_values(text: str, visible: str = "") -> str:
+    """A test cell's printed checks without the values the hidden ones were run on.
+
+    ``visible``: the cell's source as released (hidden tests removed).  A check whose description is written
+    in it is a visible one (the student has its inputs already) and keeps its ``期望：``/``实际：`` lines; every
+    other check loses them.  A failed call's arguments and an unexpected return value are always left out.
+    """
+    kept, hidden = [], True
+    for line in text.split("\n"):
+        check = CHECK_LINE.match(line)
+        if check and not CALL_NOTE.match(line):
+            hidden = not (check["what"] and check["what"] in visible)
+        if hidden and VALUE_LINE.match(line):
+            continue
+        line = CALL_NOTE.sub(r"\1(…)：", line)
+        kept.append(RETURNED.sub(r"\1返回了一个结果", line))
+    return "\n".join(kept)
+
+
+class HiddenCheckDetails(Preprocessor):
+    """In test cells with hidden tests, keep each check's description, result and hint, not its values.
+
+    ``shown = True`` (``--HiddenCheckDetails.shown=True``) leaves the outputs as they are.
+    """
+
+    shown = Bool(False, help="Show the inputs and expected values of hidden checks in the feedback.").tag(
+        config=True)
+    delimiter = Unicode("BEGIN HIDDEN TESTS", help="The marker that opens hidden tests (as ClearHiddenTests).")
+
+    @default("enabled")
+    def _enabled_default(self):
+        return True
+
+    def preprocess_cell(self, cell, resources, index):
+        if self.shown or not is_test_cell(cell) or self.delimiter not in cell.source:
+            return cell, resources
+        visible = released_source(cell.source)
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = withhold_values(output.get("text", ""), visible)
+            elif output.get("output_type") == "error":
+                output["evalue"] = withhold_values(output.get("evalue", ""), visible)
+        if cell.get("outputs"):
+            cell["outputs"].append({"output_type": "stream", "name": "stdout", "text": WITHHELD + "\n"})
+        return cell, resources
+
+
+class QuietClearHiddenTests(ClearHiddenTests):
+    """nbgrader's ``ClearHiddenTests`` without "Config option `display_data_priority` not recognized".
+
+    nbconvert configures ``display_data_priority`` for every preprocessor; nbgrader's base class redeclares
+    the trait without ``config=True``, so traitlets warns at each ``generate_feedback``.  Declaring it
+    configurable again accepts the setting (``ClearHiddenTests`` never reads it).
+    """
+
+    display_data_priority = List(NbGraderPreprocessor.class_traits()["display_data_priority"].default()).tag(
+        config=True)
 
 
 def is_empty_result(output) -> bool:

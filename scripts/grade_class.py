@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -35,7 +36,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from grade_samples import format_table, read_gradebook  # noqa: E402
 
 from attnlib.grading import points_text  # noqa: E402
-from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class  # noqa: E402
+from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class, submitted_students  # noqa: E402
 from grading.course import REPO  # noqa: E402
 from grading.sandbox import SandboxError  # noqa: E402
 
@@ -83,13 +84,13 @@ def summary(report: ClassReport, course: pathlib.Path, jobs: int) -> str:
     if problems:
         lines += ["", f"需要注意的提交（{len(problems)} 条）："] + [f"  {p}" for p in problems]
     n = len(report.outcomes)
-    per = report.wall_seconds / n if n else 0.0
+    per = sum(o.seconds for o in report.outcomes) / n if n else 0.0  # each submission's own grading time
     if ungraded:
         lines += ["", f"未能评分的 {len(ungraded)} 份（{'、'.join(ungraded)}）在 CSV 里得分为空、status 为“无法评分”，"
                       "请单独处理；其余提交都已评分。"]
     took = points_text(report.wall_seconds)
     lines += ["", f"{report.assignment}：{n} 份提交，{len(ungraded)} 份未评分；用时 {took} s"
-                  f"（{jobs} 个进程并行，平均 {per:.2f} s/份）",
+                  f"（{jobs} 个进程并行；每份作业评分平均用时 {per:.2f} s）",
               f"成绩表 CSV：{report.csv_path}"]
     return "\n".join(lines)
 
@@ -106,6 +107,8 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", type=pathlib.Path, default=None, help="成绩表 CSV 的路径，默认 COURSE/grades.csv")
     parser.add_argument("--strict", action="store_true",
                         help="有提交未能评分时以状态 1 结束（默认以 0 结束，未评分的在表里和 CSV 的 status 列标出）")
+    parser.add_argument("--student", default="", metavar="ID[,ID…]",
+                        help="只评这些学生（逗号分隔的学生编号，例如重新提交的人）；其他学生的成绩不变")
     parser.add_argument("--sandbox-user", default=None, metavar="USER",
                         help="以这个没有权限的系统用户运行学生的内核，看不到班级的其他文件（需要 root，例如 nobody）")
     args = parser.parse_args(argv)
@@ -113,12 +116,21 @@ def main(argv=None) -> int:
     if not (course / "submitted").is_dir():
         print(f"找不到 {course / 'submitted'}：请用 --course 指向 nbgrader 课程目录。", file=sys.stderr)
         return 2
+    chosen = [s for s in re.split(r"[,，、\s]+", args.student) if s] or None
+    if chosen:
+        have = set(submitted_students(course, args.assignment))
+        unknown = [s for s in chosen if s not in have]
+        if unknown:
+            print(f"{course / 'submitted'} 下没有这些学生的 {args.assignment} 提交：{'、'.join(unknown)}"
+                  f"（应为 submitted/<学生>/{args.assignment}/）。", file=sys.stderr)
+            return 2
     overrides = {"Execute.timeout": args.timeout} if args.timeout else None
     if args.sandbox_user is None and os.geteuid() == 0:
         print(ROOT_WARNING, file=sys.stderr)
     try:
         report = grade_class(course, args.assignment, jobs=args.jobs, overrides=overrides, memory_gb=args.memory_gb,
-                             csv_path=args.csv, progress=Progress(), sandbox_user=args.sandbox_user)
+                             csv_path=args.csv, progress=Progress(), sandbox_user=args.sandbox_user,
+                             students=chosen)
     except SandboxError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -141,3 +141,22 @@ def test_the_guides_feedback_command_for_a_class_works_as_written(by_class):
     remote = re.compile(r"""<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*["']?(https?:)?//""", re.I)
     assert not remote.search(page) and "cdnjs.cloudflare.com" not in page, "反馈页不能引用网上的资源"
     assert "Test cell" not in page and "Your answer" not in page
+
+
+def test_nbgrader_autograde_keeps_a_mark_whose_answer_did_not_change_and_says_nothing_of_checksums(manual):
+    """The manual route with the course config: mark the written answer, re-grade that student, the mark stays."""
+    from nbgrader.api import Gradebook
+
+    url = f"sqlite:///{manual.path('gradebook.db')}"
+    with Gradebook(url) as gb:
+        grade = gb.find_grade("written_shift", ASSIGNMENT, ASSIGNMENT, "right")
+        grade.manual_score, grade.needs_manual_grade = 1.5, False
+        gb.find_comment("written_shift", ASSIGNMENT, ASSIGNMENT, "right").manual_comment = "说得对。"
+        gb.db.commit()
+    run = manual.nbgrader("autograde", ASSIGNMENT, "--student", "right", "--force")
+    with Gradebook(url) as gb:
+        grade = gb.find_grade("written_shift", ASSIGNMENT, ASSIGNMENT, "right")
+        comment = gb.find_comment("written_shift", ASSIGNMENT, ASSIGNMENT, "right")
+        assert (grade.manual_score, grade.needs_manual_grade, comment.manual_comment) == (1.5, False, "说得对。")
+        assert not gb.find_submission(ASSIGNMENT, "right").needs_manual_grade
+    assert "has changed" not in run.stderr and "SAWarning" not in run.stderr, run.stderr[-3000:]

@@ -44,6 +44,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGES = ("book/intro.md", "book/student-guide.md", "book/instructor-guide.md")
 COMMAND = re.compile(r"^(sudo |make\b|nbgrader\b|\.venv/bin/|source |cd |export |apt-get |docker |PATH=)")
 HERE = "tests/test_documented_commands.py"
+TERM = "tests/test_term.py"
 
 
 # --------------------------------------------------------------------------- extraction
@@ -193,11 +194,25 @@ REGISTRY: dict[str, dict] = {
     "nbgrader generate_feedback ch05-softmax": _entry(ROUTE, "as written", ROOT_COPY),
     "nbgrader export": _entry(ROUTE, "as written", ROOT_COPY),
     "nbgrader generate_feedback ch05-softmax --CourseDirectory.root=课程目录": _entry(
-        "tests/test_class_routes.py::test_the_guides_feedback_command_for_a_class_works_as_written", "as written"),
+        "tests/test_class_routes.py::test_the_guides_feedback_command_for_a_class_works_as_written", "as written",
+        "人工打分以后、重新评分以后再输入一次（不加 --force）见 "
+        "tests/test_term.py::test_feedback_after_marking_shows_the_marks_without_force"),
     "nbgrader collect <练习编号>": _entry(ROUTE, "as written", ROOT_COPY + "；<练习编号> 换成 ch05-softmax"),
-    ".venv/bin/jupyter lab": _entry(f"{ROUTES}::test_the_instructors_jupyter_lab_as_written_has_the_formgrader",
-                                    "as written", "在检出目录的临时副本的根目录里以 root 和普通用户 nobody 各输入一次，"
-                                    "确认 Formgrader 列出这门课的练习；测试用 SIGTERM 停下它"),
+    # a term on a class folder (tests/test_term.py: one class folder outside the checkout, every line as typed)
+    "make formgrader COURSE=课程目录": _entry(
+        f"{TERM}::test_marks_given_in_the_formgrader_on_the_class_folder", "as written",
+        "以 root 在仓库根目录输入；测试通过 Formgrader 的接口（它的面板调用的就是这些接口）给书面作答打分、写评语，"
+        "再用 SIGTERM 停下它；检出目录里不多出任何文件"),
+    "make roster COURSE=课程目录 ROSTER=名单.csv": _entry(
+        f"{TERM}::test_the_roster_names_the_students_and_the_one_not_on_it", "as written"),
+    'nbgrader db assignment add ch05-softmax --duedate="2026-03-15 23:59:00+08:00" --CourseDirectory.root=课程目录':
+        _entry(f"{TERM}::test_the_late_submission_loses_the_classs_penalty", "as written",
+               "在仓库根目录、source .venv/bin/activate 之后输入"),
+    "make grade-class ASSIGNMENT=ch05-softmax COURSE=课程目录 STUDENT=bob": _entry(
+        f"{TERM}::test_regrading_one_student_leaves_the_others_rows_untouched", "as written"),
+    "nbgrader export --CourseDirectory.root=课程目录": _entry(
+        f"{TERM}::test_the_export_writes_into_the_class_folder_with_status_from_anywhere", "as written",
+        "在仓库根目录、source .venv/bin/activate 之后输入"),
     # JupyterHub: the tested single-server configuration
     **{command: _entry(f"{ROUTES}::test_the_hub_block_of_the_instructor_guide_as_written", "as written",
                        "四行一起以 root 在检出目录的临时副本的根目录里输入，在一个私有的挂载命名空间里，"
