@@ -4,8 +4,8 @@
 
 * :class:`HideTestTracebacks` runs after nbgrader's ``ClearHiddenTests`` in
   ``GenerateFeedback.preprocessors``: a traceback printed by a test cell quotes
-  the cell's source lines (hidden ones too), so test cells keep only
-  ``ErrorName: message``.
+  the cell's source lines (hidden ones too), and any traceback is English, so
+  every error keeps only ``ErrorName: message``.
 * :class:`HiddenCheckDetails` runs before ``ClearHiddenTests``: the output of a
   test cell that holds hidden tests keeps, for each hidden check, its Chinese
   description, ✓/✗ and the hint, but not the values it was run on (the
@@ -66,18 +66,26 @@ def is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+#: Errors whose message is empty or English, as the student reads them.
+ERROR_TEXT = {"KeyboardInterrupt": "运行超过时间限制，被中断"}
+
+
 class HideTestTracebacks(Preprocessor):
-    """Shorten every error output of a test cell to ``ErrorName: message``."""
+    """Shorten every error output to ``ErrorName: message`` (a Chinese message where Python's is empty).
+
+    A test cell's traceback quotes its source lines, hidden ones too; any traceback is English frames
+    (``Traceback (most recent call last)``) around the one line the student needs.
+    """
 
     @default("enabled")
     def _enabled_default(self):  # nbconvert preprocessors are off unless enabled
         return True
 
     def preprocess_cell(self, cell, resources, index):
-        if is_test_cell(cell):
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                name = output.get("ename", "Error")
+                output["traceback"] = [f"{name}: {output.get('evalue') or ERROR_TEXT.get(name, '')}".rstrip(": ")]
         return cell, resources
 
 

@@ -33,11 +33,17 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from grade_samples import format_table, read_gradebook  # noqa: E402
+from grade_samples import cell_order, format_table, read_gradebook  # noqa: E402
 
 from attnlib.grading import points_text  # noqa: E402
-from grading.class_grading import DEFAULT_MEMORY_GB, ClassReport, grade_class, submitted_students  # noqa: E402
-from grading.course import REPO  # noqa: E402
+from grading.class_grading import (  # noqa: E402
+    DEFAULT_MEMORY_GB,
+    ClassReport,
+    grade_class,
+    source_labels,
+    submitted_students,
+)
+from grading.course import REPO, SOLUTIONS  # noqa: E402
 from grading.sandbox import SandboxError  # noqa: E402
 
 BAR = 30
@@ -73,13 +79,21 @@ class Progress:
         self.stream.flush()
 
 
+def column_labels(assignment: str) -> dict[str, str]:
+    """``{grade id: 练习 1 / 第 3 题}`` as the notebook labels its graded cells; a label two cells share names both."""
+    labels = source_labels(SOLUTIONS, assignment)
+    graded = cell_order(assignment)
+    shared = {label for label in labels.values() if sum(labels.get(c) == label for c in graded) > 1}
+    return {c: f"{labels[c]}（{c}）" if labels.get(c) in shared else labels.get(c, c) for c in graded}
+
+
 def summary(report: ClassReport, course: pathlib.Path, jobs: int) -> str:
     """The score table, the problem lines and the timing, as printed at the end."""
     ungraded = report.ungraded
     results = [r for r in read_gradebook(course / "gradebook.db")
                if r.assignment == report.assignment and r.student not in ungraded
                and r.student in {o.student for o in report.outcomes}]
-    lines = [format_table(results, {report.assignment: ungraded})]
+    lines = [format_table(results, {report.assignment: ungraded}, column_labels(report.assignment))]
     problems = report.problem_lines()
     if problems:
         lines += ["", f"需要注意的提交（{len(problems)} 条）："] + [f"  {p}" for p in problems]

@@ -166,10 +166,11 @@ def cell_order(assignment: str, source: pathlib.Path = REPO / "solutions") -> li
     return ids
 
 
-def format_table(results: list[Result], ungraded: dict | None = None) -> str:
+def format_table(results: list[Result], ungraded: dict | None = None, labels: dict | None = None) -> str:
     """A plain-text table: one row per submission, one column per graded cell, in the notebook's order.
 
-    ``ungraded`` maps an assignment to students whose submission could not be graded.
+    ``ungraded`` maps an assignment to students whose submission could not be graded; ``labels`` maps a
+    cell's grade id to its column heading (default: the grade id).
     """
     lines = []
     ungraded = ungraded or {}
@@ -177,7 +178,7 @@ def format_table(results: list[Result], ungraded: dict | None = None) -> str:
         rows = [r for r in results if r.assignment == assignment]
         order = {cell: i for i, cell in enumerate(cell_order(assignment))}
         cells = sorted({c for r in rows for c in r.cells}, key=lambda c: (order.get(c, len(order)), c))
-        header = ["学生 student", "得分 score", "满分 max", *cells]
+        header = ["学生 student", "得分 score", "满分 max", *[(labels or {}).get(c, c) for c in cells]]
         table = [header]
         for r in sorted(rows, key=lambda r: r.student):
             shown = [_cell_text(*r.cells[c]) if c in r.cells else "-" for c in cells]

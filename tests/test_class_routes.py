@@ -113,11 +113,14 @@ def test_grade_class_run_with_a_bad_file_reports_it_and_exits_0(by_class):
                                         capture_output=True, text=True, check=True).stdout
 
 
-def test_grade_class_columns_follow_the_notebook(by_class):
+def test_grade_class_columns_follow_the_notebook_and_are_labelled_as_it_labels_them(by_class):
     header = next(line for line in by_class["stdout"].splitlines() if line.startswith("学生 student"))
-    shown = [word for word in header.split() if word in grade_samples.cell_order(ASSIGNMENT)]
-    assert shown == grade_samples.cell_order(ASSIGNMENT)
-    assert shown != sorted(shown)  # the notebook's order is not the alphabet's here
+    order = grade_samples.cell_order(ASSIGNMENT)
+    assert order != sorted(order)  # the notebook's order is not the alphabet's here
+    labels = grade_class.column_labels(ASSIGNMENT)
+    assert [labels[c] for c in order] == ["练习 1", "练习 2", "练习 3", "练习 4"]
+    columns = [column.strip() for column in header.split("  ") if column.strip()]
+    assert columns == ["学生 student", "得分 score", "满分 max", *[labels[c] for c in order]], header
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="只有以 root 运行时才有这条提醒")

@@ -12,7 +12,8 @@ the ones JupyterLab's nbgrader extensions call:
 * each student (Assignments API) lists and fetches it, saves a filled notebook
   through the contents API (one right, one partly wrong), validates, submits;
 * the instructor collects, autogrades, grades the written answer by hand
-  (score and comment), generates and releases feedback;
+  (score and comment), autogrades one student again (the marks must stay),
+  generates and releases feedback;
 * each student fetches feedback and sees their own result, never the other's.
 * as with ``make lab``, each student's JupyterLab loads the Chinese copy of nbgrader's plugin the hub wrote
   at start (``$ATTENTION_HUB_DATA``) and starts in Chinese; the instructor's keeps nbgrader's own plugin.
@@ -366,6 +367,8 @@ def run_class(hub: Hub, scratch: Path) -> dict:
     for student in STUDENTS:
         formgrader(hub, f"submission/{ASSIGNMENT}/{student}/autograde")
     grade_by_hand(hub)
+    # the Formgrader's Autograde once more (a resubmission's re-grade): the marks stay, 已评分 (grading/manual_marks.py)
+    formgrader(hub, f"submission/{ASSIGNMENT}/{STUDENTS[0]}/autograde")
     formgrader(hub, f"assignment/{ASSIGNMENT}/generate_feedback")
     formgrader(hub, f"assignment/{ASSIGNMENT}/release_feedback")
     seen["feedback"] = {s: assignments(hub, s, "fetch_feedback") for s in STUDENTS}

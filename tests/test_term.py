@@ -224,7 +224,7 @@ def the_term(tmp_path_factory):
 
     start = time.perf_counter()
     _typed(feedback, course, venv=True)
-    pages_again = {s: _feedback(course, s) for s in ("alice", "bob")}
+    pages_again = {s: _feedback(course, s) for s in ("alice", "bob", "dave")}
     export = docs._guide_command(r"nbgrader export --CourseDirectory\.root=课程目录")
     (course / "grades.csv").unlink()
     _typed(export, course, venv=True)
@@ -340,3 +340,10 @@ def test_grade_class_output_is_quiet_and_chinese(the_term):
         assert "has changed" not in out and "SAWarning" not in out, out[-3000:]
         assert "每份作业评分平均用时" in out
     assert "not recognized" not in the_term["full"].stderr, the_term["full"].stderr[-3000:]
+
+
+def test_feedback_errors_and_prompts_are_short_and_not_english(the_term):
+    blank = the_term["pages_again"]["dave"]  # every answer cell still raises NotImplementedError
+    assert "NotImplementedError" in blank and "most recent call last" not in blank and "ipython-input" not in blank
+    for page in the_term["pages_again"].values():
+        assert "In&nbsp;[" not in page and "Out[" not in page
