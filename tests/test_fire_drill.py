@@ -170,7 +170,8 @@ def test_the_sandbox_stops_every_snooping_attempt(course, first):
     denied = [line for line in text.splitlines() if line.startswith("SNOOP DENIED")]
     assert "SNOOP OK" not in text, text
     assert len(denied) == 6, text
-    assert not (course / "nbgrader_config.py").exists()
+    # make grade-class writes the class's nbgrader_config.py (grading.course.class_folder); the snoop cannot
+    assert "# mine" not in (course / "nbgrader_config.py").read_text(encoding="utf-8")
     assert _digest(course / "submitted" / "right") == first["right_before"]
     con = sqlite3.connect(course / "gradebook.db")
     try:
