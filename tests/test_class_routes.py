@@ -147,8 +147,18 @@ def test_the_guides_feedback_command_for_a_class_works_as_written(by_class):
 
 
 def test_nbgrader_autograde_keeps_a_mark_whose_answer_did_not_change_and_says_nothing_of_checksums(manual):
-    """The manual route with the course config: mark the written answer, re-grade that student, the mark stays."""
+    """The manual route with the course config: mark the written answer, re-grade that student, the mark stays.
+
+    The student has also edited a read-only test cell: nbgrader puts it back, and the log says so in Chinese
+    (for the untouched test cells, whose hidden tests the student's copy lacks, it says nothing).
+    """
     from nbgrader.api import Gradebook
+
+    path = manual.path("submitted", "right", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    (test,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax_stable"]
+    test.source += "\nprint('改过的测试')"
+    nbformat.write(nb, str(path))
 
     url = f"sqlite:///{manual.path('gradebook.db')}"
     with Gradebook(url) as gb:
@@ -163,3 +173,5 @@ def test_nbgrader_autograde_keeps_a_mark_whose_answer_did_not_change_and_says_no
         assert (grade.manual_score, grade.needs_manual_grade, comment.manual_comment) == (1.5, False, "说得对。")
         assert not gb.find_submission(ASSIGNMENT, "right").needs_manual_grade
     assert "has changed" not in run.stderr and "SAWarning" not in run.stderr, run.stderr[-3000:]
+    assert run.stderr.count("只读单元") == 1 and "right：只读单元 test_softmax_stable 被改动过" in run.stderr, \
+        run.stderr[-3000:]
