@@ -150,6 +150,17 @@ CHAPTERS: list[Chapter] = [
             terms=(*TERMS, "多查询注意力（multi-query attention）", "分组查询注意力（grouped-query attention）"),
             released=("def grouped_query_attention", "def gqa_cache_bytes", "def pool_kv_heads"),
             points={"test_grouped_query_attention": 3, "test_gqa_cache_bytes": 2, "test_pool_kv_heads": 3}),
+    Chapter("ch17-mla", answers=("B", "C", "AC", "A"),
+            terms=(*TERMS, "多头潜在注意力（multi-head latent attention）", "潜在向量（latent vector）",
+                   "权重吸收（weight absorption）", "解耦的 RoPE 键（decoupled RoPE key）"),
+            released=("def mla_attention", "def absorbed_scores", "def cache_bytes", "def decode_step"),
+            points={"test_mla_attention": 3, "test_absorbed_scores": 3, "test_cache_bytes": 2,
+            "test_decode_step": 3}),
+    Chapter("ch18-backward", answers=("B", "A", "AB", "C"),
+            terms=(*TERMS, "反向传播（backward pass）", "对数求和指数（log-sum-exp）", "重计算（recomputation）",
+                   "自定义 autograd 函数（custom autograd function）"),
+            released=("def attention_backward", "def tiled_backward", "class AttentionFunction"),
+            points={"test_attention_backward": 3, "test_tiled_backward": 3, "test_attention_function": 2}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}

@@ -11,6 +11,7 @@ same script), ``axe`` tests npm's ``axe-core`` (``.venv/axe-core``, likewise).
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import sys
 import tracemalloc
@@ -19,7 +20,13 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import numpy as anp
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    # Triton reads the switch once, when it is imported, and torch imports triton lazily (collecting
+    # test_flash.py already does): set it before any test module, so that without CUDA the Triton kernels
+    # (test_triton_flash.py, chapter 18's lesson) run under the interpreter whatever the order of the files.
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from attnlib import numpy as anp  # noqa: E402
 from attnlib import torch as att
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

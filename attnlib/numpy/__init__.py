@@ -5,11 +5,12 @@ Every function here has a twin with the same name and signature in
 """
 
 from .attention import scaled_dot_product_attention
-from .flash import flash_attention
+from .flash import flash_attention, flash_attention_backward
 from .gqa import grouped_query_attention
 from .kv_cache import KVCache, cached_attention
 from .linear import linear_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
+from .mla import LatentKVCache, latent_attention_step, multi_head_latent_attention
 from .multihead import merge_heads, multi_head_attention, split_heads
 from .parallel import attention_loop, rnn_scan
 from .positions import alibi_bias, apply_rope, sinusoidal_positions
@@ -26,4 +27,6 @@ __all__ = [
     "sliding_window_mask", "softmax", "softmax_grad_norm", "split_heads", "weight_entropy",
     "alibi_bias", "apply_rope", "sinusoidal_positions",
     "grouped_query_attention",
+    "multi_head_latent_attention", "LatentKVCache", "latent_attention_step",
+    "flash_attention_backward",
 ]

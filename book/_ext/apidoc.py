@@ -56,6 +56,10 @@ CHAPTER_OF = {
     "apply_rope": "ch15-positions",
     "alibi_bias": "ch15-positions",
     "grouped_query_attention": "ch16-gqa",
+    "multi_head_latent_attention": "ch17-mla",
+    "LatentKVCache": "ch17-mla",
+    "latent_attention_step": "ch17-mla",
+    "flash_attention_backward": "ch18-backward",
 }
 BACKENDS = (("NumPy", "attnlib.numpy"), ("PyTorch", "attnlib.torch"))
 
