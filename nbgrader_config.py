@@ -32,6 +32,7 @@ from grading.nbgrader_feedback import (  # noqa: E402
     QuietClearHiddenTests,
     offline_math,
     offline_mathjax,
+    quiet_rewrites,
 )
 from grading.nbgrader_formgrader import install as install_formgrader_feedback  # noqa: E402
 from grading.nbgrader_release import release_preprocessors  # noqa: E402
@@ -93,6 +94,7 @@ c.GenerateFeedback.preprocessors = [
     GetGradesAndPending, HiddenCheckDetails, QuietClearHiddenTests, HideTestTracebacks, LabelAndTidy,
     CSSHTMLHeaderPreprocessor]
 c.GenerateFeedback.force = True
+quiet_rewrites()  # ... without nbgrader's English warning that it replaces the old pages
 c.HTMLExporter.template_name = TEMPLATE_NAME
 c.HTMLExporter.extra_template_basedirs = [
     str(TEMPLATES),

@@ -28,12 +28,16 @@
   run by Node.js, written as inline SVG), so the page is light and loads no script.
   Without Node.js it inlines MathJax's whole ``tex-svg.js`` bundle instead
   (:func:`offline_mathjax`, about 2 MB), which typesets in the browser.
+* :func:`quiet_rewrites` keeps ``generate_feedback`` from warning, in English, that it is
+  "Removing existing assignment" each time: the course's configuration rewrites every page
+  on purpose (``GenerateFeedback.force``), so the warning would only look like trouble.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import pathlib
 import re
 import shutil
@@ -256,3 +260,24 @@ def offline_math(html: str) -> str:
     if rendered is not None:
         return rendered
     return f"{html}\n{BROWSER_CONFIG}\n{offline_mathjax('tex-svg.js')}"
+
+
+#: nbgrader's messages when ``force`` rewrites feedback that exists (``converters/base.py``).
+REWRITE_MESSAGES = ("Removing existing assignment: ", "Removing existing notebook: ")
+
+
+class _DropRewriteWarnings(logging.Filter):
+    """Drops nbgrader's warning that forced feedback replaces the pages it wrote before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.WARNING and record.getMessage().startswith(REWRITE_MESSAGES))
+
+
+def quiet_rewrites(logger_name: str = "GenerateFeedbackApp") -> None:
+    """Install :class:`_DropRewriteWarnings` on the logger of ``nbgrader generate_feedback`` (once).
+
+    traitlets names an application's logger after its class; the converter logs through its parent app.
+    """
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _DropRewriteWarnings) for f in logger.filters):
+        logger.addFilter(_DropRewriteWarnings())

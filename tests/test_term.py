@@ -223,7 +223,7 @@ def the_term(tmp_path_factory):
     alice_after = (_rows(course, "alice"), (course / "autograded" / "alice" / ASSIGNMENT).stat().st_mtime_ns)
 
     start = time.perf_counter()
-    _typed(feedback, course, venv=True)
+    feedback_again = _typed(feedback, course, venv=True)
     pages_again = {s: _feedback(course, s) for s in ("alice", "bob", "dave")}
     export = docs._guide_command(r"nbgrader export --CourseDirectory\.root=课程目录")
     (course / "grades.csv").unlink()
@@ -237,7 +237,8 @@ def the_term(tmp_path_factory):
     return {"course": course, "first": first, "listed": listed, "marked": marked,
             "pages": pages, "regrade": regrade, "after": after, "alice_before": (alice_rows, alice_nb),
             "alice_after": alice_after, "pages_again": pages_again, "exported": exported, "inside": inside,
-            "full_page": _feedback(course, "bob"), "full": full, "before": before}
+            "full_page": _feedback(course, "bob"), "full": full, "before": before,
+            "feedback_again": feedback_again}
 
 
 def test_the_roster_names_the_students_and_the_one_not_on_it(the_term):
@@ -295,6 +296,8 @@ def test_feedback_after_marking_shows_the_marks_without_force(the_term):
     assert MARKS["bob"][1] in bob
     again = the_term["pages_again"]["bob"]
     assert "待人工批改" in again and "上次的得分" in again  # regenerated after the re-grade, as typed
+    log = the_term["feedback_again"].stdout + the_term["feedback_again"].stderr
+    assert "Removing existing" not in log, log[-2000:]  # rewriting the pages is the configuration's, not trouble
 
 
 def _failed_checks(page: str) -> dict[str, bool]:
