@@ -202,9 +202,11 @@ REGISTRY: dict[str, dict] = {
     "make formgrader COURSE=课程目录": _entry(
         f"{TERM}::test_marks_given_in_the_formgrader_on_the_class_folder", "as written",
         "以 root 在仓库根目录输入；测试通过 Formgrader 的接口（它的面板调用的就是这些接口）给书面作答打分、写评语，"
-        "再用 SIGTERM 停下它；检出目录里不多出任何文件"),
+        "再用 SIGTERM 停下它；检出目录里不多出任何文件。普通用户 nobody 在自己的检出目录里也输入一次："
+        f"{ROUTES}::test_make_roster_and_make_formgrader_as_written_as_an_ordinary_user"),
     "make roster COURSE=课程目录 ROSTER=名单.csv": _entry(
-        f"{TERM}::test_the_roster_names_the_students_and_the_one_not_on_it", "as written"),
+        f"{TERM}::test_the_roster_names_the_students_and_the_one_not_on_it", "as written",
+        f"普通用户 nobody 也输入一次：{ROUTES}::test_make_roster_and_make_formgrader_as_written_as_an_ordinary_user"),
     'nbgrader db assignment add ch05-softmax --duedate="2026-03-15 23:59:00+08:00" --CourseDirectory.root=课程目录':
         _entry(f"{TERM}::test_the_late_submission_loses_the_classs_penalty", "as written",
                "在仓库根目录、source .venv/bin/activate 之后输入"),

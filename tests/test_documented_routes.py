@@ -427,3 +427,51 @@ def test_the_hub_block_of_the_instructor_guide_as_written(tmp_path):
                              text=True, check=False).stdout.split()
     left = sorted(set(written) - set(ignored))
     assert not left, f"Hub 写在仓库根目录的这些文件没有被 .gitignore 忽略：{left}"
+
+
+# --------------------------------------------------------------------------- a class folder, as an ordinary user
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="切换到普通用户 nobody 需要 root")
+def test_make_roster_and_make_formgrader_as_written_as_an_ordinary_user():
+    """The 教师指南's ``make roster`` and ``make formgrader`` typed by ``nobody`` at the root of a checkout of its
+    own, on a class folder of its own: the Formgrader opens on that folder's gradebook and lists the roster's
+    names, and nothing is written into the checkout (``tests/test_term.py`` types them as root in a whole term)."""
+    from test_documented_commands import _as_written, _guide_command
+
+    roster_command = _guide_command(r"make roster COURSE=课程目录 ROSTER=名单\.csv")
+    formgrader_command = _guide_command(r"make formgrader COURSE=课程目录")
+    with reachable_tmp() as tmp:
+        copy = copy_checkout(tmp / "repo", owner="nobody")
+        home = _home_and_runtime(tmp, "nobody")
+        course, roster = tmp / "课程目录", tmp / "名单.csv"
+        (course / "submitted" / "alice" / ASSIGNMENT).mkdir(parents=True)
+        roster.write_text("学号,姓名,邮箱\nalice,李爱丽,alice@example.edu\nbob,王博,bob@example.edu\n",
+                          encoding="utf-8")
+        subprocess.run(["chown", "-R", "nobody:", str(course), str(roster)], check=True)
+        before = sorted(p.relative_to(copy) for p in copy.rglob("*") if ".venv" not in p.parts)
+
+        typed = _as_written(roster_command, 课程目录=str(course), **{"名单.csv": str(roster)})
+        run = subprocess.run(as_user(typed, home=home), cwd=copy, env=_lab_env(tmp, home), capture_output=True,
+                             text=True, timeout=300, check=False)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        assert not ENGLISH_FALLBACK.search(run.stdout + run.stderr), (run.stdout + run.stderr)[-3000:]
+
+        typed = _as_written(formgrader_command, 课程目录=str(course))
+        log = tmp / "formgrader.log"
+        process, base, token, pid = _serve(as_user(typed, home=home), copy, _lab_env(tmp, home), tmp / "runtime",
+                                           log)
+        try:
+            with urllib.request.urlopen(f"{base}/formgrader/api/students?token={token}", timeout=60) as reply:
+                students = {s["id"]: s for s in json.load(reply)}
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
+        after = sorted(p.relative_to(copy) for p in copy.rglob("*") if ".venv" not in p.parts)
+        gradebook_owner = (course / "gradebook.db").owner()
+    assert {"alice", "bob"} <= set(students), students
+    assert "李爱丽" in json.dumps(students, ensure_ascii=False), students
+    assert gradebook_owner == "nobody"
+    assert after == before, sorted(set(after) ^ set(before))
+    text = log.read_text() if log.exists() else ""
+    assert "Traceback" not in text and "--allow-root" not in text, text[-3000:]
