@@ -309,8 +309,8 @@ def forbid_reference(functions):
     fired: list = []
     _TRIPPED.clear()
     try:
-        for func, _ in saved:
-            func.__code__ = _tripwire.__code__
+        for func, code in saved:  # a method that calls super() has a free variable (__class__): keep its count
+            func.__code__ = _tripwire.__code__.replace(co_freevars=code.co_freevars)
         yield fired
     finally:
         for func, code in saved:

@@ -1,0 +1,182 @@
+"""Chapter 20 (推理服务中的注意力): the lesson's claims hold, the self-check is right, the assignment grades.
+
+What its cells leave shows: a token's place is ``table[t // B]``, slot ``t % B``; reserving each request's maximum
+length wastes more than paging in blocks of any of the sizes shown, and the waste grows with the block size; the pool
+holds exactly the blocks counted; paged attention equals attention over the contiguous keys, timed with its sentence
+picked by the ratio; forked requests share the prompt's full blocks and copy only the partial one, counted; top-k
+attention equals attention masked to the selected keys, selecting before the mask picks future keys, ties go to the
+lower index; the counted scores are at most 1/16 of dense; the retrieval hits rise and the error falls with k.  The
+self-check's facts are checked with attnlib, and the assignment is generated, submitted and autograded by nbgrader.
+"""
+
+from __future__ import annotations
+
+import assignments
+import numpy as np
+import pytest
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT, code_cells, prose, section
+
+from attnlib import numpy as anp
+
+ASSIGNMENT = "ch20-serving"
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
+
+
+# --------------------------------------------------------------------------- the page
+
+def test_page_opens_from_chapter_11_and_names_its_sources():
+    body = prose(CHAPTER)
+    opening = body[:body.index("## 块表与碎片")]
+    assert "{doc}`ch11-kv-cache`" in opening and "PagedAttention" in opening and "DeepSeek-V3.2" in opening
+
+
+def test_chapter_11_leads_here():
+    assert "{doc}`ch20-serving`" in prose(ROOT / "book" / "ch11-kv-cache.md")
+
+
+def test_the_common_statement_is_quoted_and_the_times_are_this_machine_s():
+    body = prose(CHAPTER)
+    assert "常见说法是“先挑出 top-k，再加因果掩码”" in body
+    measured = section(body, "分页注意力等于连续注意力")
+    assert "本机" in measured and "不说差别的原因" in measured
+
+
+def test_block_table_and_fragmentation(chapter):
+    glued = chapter["glued"]
+    table = chapter["table"]
+    assert (glued["ch20_t_block"], glued["ch20_t_slot"]) == (table[9 // 4], 9 % 4)
+    wastes = [glued[f"ch20_waste_{b}"] for b in (8, 16, 64, 256)]
+    assert wastes == sorted(wastes) and wastes[-1] < glued["ch20_reserved_waste"]
+    lengths = chapter["lengths"]
+    assert glued["ch20_used_mib"] == pytest.approx(lengths.sum() * 4096 / 2**20)
+    assert glued["ch20_reserved_mib"] == pytest.approx(len(lengths) * 2048 * 4096 / 2**20)
+
+
+def test_paged_attention_equals_contiguous_and_the_sentence_fits(chapter):
+    glued = chapter["glued"]
+    assert glued["ch20_paged_gap"] < 1e-5
+    ratio = glued["ch20_paged_ms"] / glued["ch20_contiguous_ms"]
+    assert ("不到" in glued["ch20_paged_sentence"]) == (ratio < 1.3)
+    assert "舍入误差" in glued["ch20_gap_sentence"] and "超出" not in glued["ch20_gap_sentence"]
+
+
+def test_prefix_sharing_counts(chapter):
+    glued = chapter["glued"]
+    assert glued["ch20_full_blocks"] == 1000 // 16
+    # the full blocks once, each child's copied partial block and its own, and the parent's own partial block
+    assert glued["ch20_with_sharing"] == 62 + 8 * -(-(1040 - 62 * 16) // 16) + 1
+    assert glued["ch20_without_sharing"] == 8 * -(-1040 // 16)
+
+
+def test_topk_claims(chapter):
+    glued = chapter["glued"]
+    assert glued["ch20_future_rows"] > 128
+    assert glued["ch20_score_fraction"] <= 1 / 16
+    assert glued["ch20_score_fraction"] == pytest.approx(256 / 8192, rel=0.02)
+    hits = [glued[f"ch20_hit_{k}"] for k in (4, 16, 64)]
+    errs = [glued[f"ch20_err_{k}"] for k in (4, 16, 64)]
+    assert hits == sorted(hits) and errs == sorted(errs, reverse=True)
+
+
+def test_the_page_uses_the_library_not_a_copy():
+    source = "\n".join(code_cells(CHAPTER))
+    for name in ("anp.PagedKVCache", "anp.paged_attention", "anp.topk_sparse_attention",
+                 "anp.lightning_indexer_scores"):
+        assert name in source, name
+
+
+# --------------------------------------------------------------------------- the self-check
+
+def test_selfcheck_block_table():
+    cache = anp.PagedKVCache(10, 16, 1, 1)
+    other, seq = cache.allocate(), cache.allocate()
+    values = np.arange(17.0).reshape(1, 17, 1)
+    for start, stop in ((0, 16), (16, 17)):  # another sequence's block between the two
+        cache.append(other, np.zeros((1, 1, 1)), np.zeros((1, 1, 1)))
+        cache.append(seq, values[:, start:stop], values[:, start:stop])
+    table = cache.block_table(seq)
+    assert cache._k[table[16 // 16], 0, 16 % 16, 0] == 16.0 and table[1] != 1
+    assert correct(questions(ASSIGNMENT)[0]) == ["物理块 2 的第 0 个槽"]  # table [7, 2, 9]: table[1] = 2, slot 0
+
+
+def test_selfcheck_block_count():
+    cache = anp.PagedKVCache(100, 16, 1, 1)
+    seq = cache.allocate()
+    cache.append(seq, np.zeros((1, 1000, 1)), np.zeros((1, 1000, 1)))
+    assert len(cache.block_table(seq)) == 63 and correct(questions(ASSIGNMENT)[1]) == ["63"]
+
+
+def test_selfcheck_copy_on_write():
+    cache = anp.PagedKVCache(10, 4, 1, 1)
+    parent = cache.allocate()
+    cache.append(parent, np.ones((1, 6, 1)), np.ones((1, 6, 1)))
+    child = cache.fork(parent)
+    cache.append(child, np.zeros((1, 1, 1)), np.zeros((1, 1, 1)))
+    p, c = cache.block_table(parent), cache.block_table(child)
+    assert p[0] == c[0] and p[1] != c[1]
+    assert np.array_equal(cache.read(parent)[0], np.ones((1, 6, 1)))
+    assert correct(questions(ASSIGNMENT)[2]) == ["只有半满的最后一块被复制，满块仍然共用", "父序列的键和值保持不变"]
+
+
+def test_selfcheck_topk_masks_first():
+    n, rng = 6, np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, n, 4))
+    index = np.tile(np.arange(n, dtype=float), (n, 1))  # the future keys score highest
+    out = anp.topk_sparse_attention(q, k, v, index, 2)
+    mask = np.zeros((n, n), bool)
+    for i in range(n):
+        mask[i, [j for j in (i, i - 1) if j >= 0]] = True
+    assert np.allclose(out, anp.scaled_dot_product_attention(q, k, v, mask=mask)[0])
+    assert correct(questions(ASSIGNMENT)[3])[0].startswith("先加因果掩码")
+
+
+# --------------------------------------------------------------------------- the assignment
+
+DELEGATING = {
+    "blocks_needed": "def blocks_needed(lengths, block_size, prefix_len=0):\n"
+                     "    pool = anp.PagedKVCache(sum(-(-n // block_size) for n in lengths) + 2, block_size, 1, 1)\n"
+                     "    parent = pool.allocate()\n"
+                     "    if prefix_len:\n"
+                     "        pool.append(parent, np.zeros((1, prefix_len, 1)), np.zeros((1, prefix_len, 1)))\n"
+                     "    for n in lengths:\n"
+                     "        if n <= prefix_len:\n"
+                     "            raise ValueError('too short')\n"
+                     "        child = pool.fork(parent)\n"
+                     "        pool.append(child, np.zeros((1, n - prefix_len, 1)), np.zeros((1, n - prefix_len, 1)))\n"
+                     "    pool.free(parent)\n"
+                     "    return pool.n_blocks - pool.free_blocks\n",
+    "topk_mask": "def topk_mask(scores, k):\n"
+                 "    from attnlib.numpy import sparse\n"
+                 "    n = len(scores)\n"
+                 "    chosen, valid = sparse.select_top_k(np.asarray(scores, float), k, slice(0, n), n, True)\n"
+                 "    out = np.zeros((n, n), dtype=bool)\n"
+                 "    np.put_along_axis(out, chosen, valid, axis=1)\n"
+                 "    return out\n",
+}
+
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    mixed = assignments.wrong_cells(ASSIGNMENT, "slot_off_by_one", "blocks_share_partial", "topk_before_mask")
+    delegating = "anp = __import__('attnlib.numpy', fromlist=['x'])\n"
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        # attnlib's paged cache and top-k selection behind the student's names score 0
+        "delegating": assignments.with_cells(source, {name: delegating + cell for name, cell in DELEGATING.items()}),
+        "mixed": assignments.with_cells(source, mixed),
+    }, {
+        "delegating": [2, 0, 0],
+        # each misses its exercise's point, so a failed essential check caps its cell at a third
+        "mixed": [2 / 3, 1, 1 / 2],
+    })  # 8 autograded + the written answer (2, by hand)
+
+
+def test_the_written_answer_follows_the_lesson():
+    from nbrun import grade_id, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    answer = cells["written_serving"]
+    assert "86" in answer and "520" in answer
+    assert 62 + 8 * 3 == 86 and 8 * -(-1040 // 16) == 520
