@@ -30,7 +30,7 @@ from attnlib import quiz
 from attnlib import torch as att
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern")
+QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -413,10 +413,19 @@ EXPECTED = {
         # "AB" (single), "答案B"
         "invalid-answers": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
     },
+    "quiz-frontier": {
+        "all-correct": [1, 1, 2, 1, 1, 2, 1, 1, 2, 1],
+        # "b", "Ｂ", ["a"] (1 of 2), ("C",), " b. ", "A，B，C" (2-1 of 2), {"a"}, "d", "A B", ["B"]
+        "mixed-formats": [1, 1, 1, 0, 1, 1, 1, 0, 2, 1],
+        # "", "BE", "AA", "B" (right), no answer at all (must not reuse q04's "B"), 7, "A+B", ["A", None],
+        # "答案AB", "AB" (single)
+        "invalid-answers": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+    },
 }
 TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "source": 13, "blank": 0},
           "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "source": 13, "blank": 0}}
+          "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "source": 13, "blank": 0},
+          "quiz-frontier": {"all-correct": 13, "mixed-formats": 9, "invalid-answers": 1, "source": 13, "blank": 0}}
 
 
 def test_sample_sheets_are_release_notebooks_with_answers():

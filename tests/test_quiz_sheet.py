@@ -16,7 +16,7 @@ from attnlib import quiz
 from conftest import ROOT, load_script
 
 release = load_script("release")
-QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern")
+QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier")
 LETTERS = re.compile(r'answer\s*=\s*["\'][A-Za-z]')
 
 
