@@ -2,20 +2,20 @@
 
 The bookkeeping (block tables, reference counts, the free list, copy-on-write)
 is ``attnlib.numpy.paged.BlockManager`` itself, which holds no numbers; this
-module adds the pool of tensors and reads it the same way, a group of blocks
-at a time with chapter 10's online softmax (``attnlib.torch.flash.attend_block``).
+module adds the pool of tensors.  It reads a sequence differently from NumPy:
+its blocks are copied out of the pool in one ``index_select`` and attended with
+torch's fused kernel, which measured faster than walking the table group by
+group with an online-softmax merge (``make bench BENCH=paged``).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
 from .. import _checks
 from ..numpy.paged import BlockManager, check_cache, check_dtype, check_query, check_step
 from ._tensors import as_float_tensors
-from .flash import attend_block
+from .attention import fused_attention
 
 
 class PagedKVCache(BlockManager):
@@ -51,15 +51,20 @@ class PagedKVCache(BlockManager):
         if k.shape[-2] == 0:
             return
         if self._k is None:
-            shape = (self.n_blocks, self.n_heads, self.block_size, self.d_head)
-            self._k, self._v = k.new_zeros(shape), k.new_zeros(shape)
+            # Stored heads first, (n_heads, n_blocks, block_size, d_head), and seen through a transposed view
+            # with the bookkeeping's shape (n_blocks, n_heads, block_size, d_head): a sequence's blocks then
+            # come out of the pool in one index_select, already heads first (see _gather).
+            shape = (self.n_heads, self.n_blocks, self.block_size, self.d_head)
+            self._k, self._v = k.new_zeros(shape).transpose(0, 1), k.new_zeros(shape).transpose(0, 1)
         self._write(seq, k.detach(), v.detach())
 
     def _gather(self, blocks: list, n: int):
         ids = torch.tensor(blocks, device=self._k.device)
         shape = (self.n_heads, len(blocks) * self.block_size, self.d_head)
-        keys = self._k.index_select(0, ids).transpose(0, 1).reshape(shape)[:, :n]  # (n_heads, n, d_head)
-        values = self._v.index_select(0, ids).transpose(0, 1).reshape(shape)[:, :n]
+        # One copy each: the heads-first pool's blocks in table order, (n_heads, blocks, block_size, d_head),
+        # contiguous, so the reshape to (n_heads, n, d_head) is a view.
+        keys = self._k.transpose(0, 1).index_select(1, ids).reshape(shape)[:, :n]
+        values = self._v.transpose(0, 1).index_select(1, ids).reshape(shape)[:, :n]
         return keys, values
 
 
@@ -73,28 +78,17 @@ def check_like(what: str, t, cached) -> None:
 
 def paged_attention(q, cache, seq, *, causal=True):
     """Attention of the newest (n_heads, n_q, d_head) queries of ``seq`` over its cache, read through the block
-    table; same contract as ``attnlib.numpy.paged.paged_attention``."""
+    table; same contract as ``attnlib.numpy.paged.paged_attention``.
+
+    The sequence's blocks are copied out of the pool once (one ``index_select``, :meth:`PagedKVCache._gather`)
+    and attended with torch's fused kernel, as chapter 11's contiguous cache is: PyTorch has no kernel that
+    reads through a block table, and walking the table group by group with an online-softmax merge measured
+    slower (``make bench BENCH=paged`` times the copy alone too).
+    """
     check_cache(cache, PagedKVCache)
     (q,) = as_float_tensors(q=q)
     check_query(tuple(q.shape), cache.n_heads, cache.d_head)
-    n, n_q = cache._nonempty(seq), q.shape[-2]
+    n = cache._nonempty(seq)
     check_like("q ", q, cache._k)
-    q = q * (1.0 / math.sqrt(cache.d_head))
-    out = lse = None
-    for start, blocks in cache._groups(seq):
-        keys, values = cache._gather(blocks, min(len(blocks) * cache.block_size, n - start))  # (h, g, d) each
-        g = keys.shape[-2]
-        mask = None
-        if causal and start + g - 1 > n - n_q:  # the first query cannot see the group's last key
-            last_visible = torch.arange(n_q, device=q.device)[:, None] + (n - n_q)  # (n_q, 1)
-            mask = torch.arange(start, start + g, device=q.device) <= last_visible  # (n_q, g)
-        part = attend_block(q, keys, values, slice(0, n_q), n_q, mask, False, g, (cache.n_heads,))
-        out, lse = part if out is None else merge_partial(out, lse, *part)
-    return out
-
-
-def merge_partial(out_a, lse_a, out_b, lse_b):
-    """Two partial attentions over disjoint keys as one; see ``attnlib.numpy.paged.merge_partial``."""
-    both = torch.logaddexp(lse_a, lse_b)
-    shift = torch.where(torch.isfinite(both), both, torch.zeros_like(both))
-    return out_a * torch.exp(lse_a - shift)[..., None] + out_b * torch.exp(lse_b - shift)[..., None], both
+    keys, values = cache._gather(cache.block_table(seq), n)  # (n_heads, n, d_head) each
+    return fused_attention(q, keys, values, None, causal, (cache.n_heads,))  # causal: bottom-right aligned
