@@ -1,0 +1,14 @@
+# wrong: the erase term omitted: the state only accumulates beta_t k_t v_t^T (plain linear attention with a gate)
+# caught by: test_delta_recurrence
+# severity: essential
+# diagnosis: 漏掉了擦除项
+# %% delta_recurrence
+def delta_recurrence(q, k, v, beta, alpha=None, state=None):
+    q, k, v, beta = (np.asarray(a) for a in (q, k, v, beta))
+    alpha = np.ones(len(beta)) if alpha is None else np.asarray(alpha)
+    s = np.zeros((k.shape[1], v.shape[1])) if state is None else np.array(state)
+    out = np.empty((len(q), v.shape[1]))
+    for t in range(len(q)):
+        s = alpha[t] * s + beta[t] * np.outer(k[t], v[t])
+        out[t] = q[t] @ s
+    return out, s

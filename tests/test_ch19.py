@@ -1,0 +1,198 @@
+"""Chapter 19 (delta 规则与 Gated DeltaNet): the lesson's claims hold, the self-check is right, the assignment grades.
+
+What its cells leave shows: chapter 10's causal linear attention is the recurrence over a state with a running
+denominator; one key written twice reads back the mean under linear attention and the last value under the delta
+rule; orthonormal keys with beta = 1 make an exact memory, a rewrite changes one key only, and a gate of 0.9 leaves
+0.9^7 of a value seven steps later; the state of a stated model is 32 MiB at any length while its KV cache grows
+linearly; five small recall models are trained here and the sentence about their order is the one the measured
+accuracies pick; the chunked form equals the recurrence and its timing sentence is the one the measured ratio picks.
+"""
+
+from __future__ import annotations
+
+import assignments
+import numpy as np
+import pytest
+from chapters import BY_NAME, correct, lesson_fixture, questions
+from lessons import ROOT, code_cells, prose, section
+
+from attnlib import numpy as anp
+
+ASSIGNMENT = "ch19-delta"
+CHAPTER = BY_NAME[ASSIGNMENT].page
+chapter = lesson_fixture(ASSIGNMENT)  # what every chapter meets: test_chapters.py
+
+
+def _source() -> str:
+    return "\n".join(code_cells(CHAPTER))
+
+
+# --------------------------------------------------------------------------- the page
+
+def test_page_opens_from_chapters_10_and_11_and_names_the_papers():
+    body = prose(CHAPTER)
+    opening = body[:body.index("## 把线性注意力写成状态")]
+    for link in ("{doc}`ch10-efficiency`", "{doc}`ch11-kv-cache`"):
+        assert link in opening, link
+    assert "DeltaNet：Yang 等，2024" in opening and "Yang、Kautz、Hatamizadeh，2025" in opening
+
+
+def test_chapter_10_leads_here():
+    linear = section(prose(ROOT / "book" / "ch10-efficiency.md"), "线性注意力：换掉 softmax")
+    assert "{doc}`ch19-delta`" in linear
+
+
+def test_the_claims_state_their_conditions_and_the_measurements_their_limits():
+    body, source = prose(CHAPTER), _source()
+    cannot = section(body, "把线性注意力写成状态")
+    assert "不带{term}`掩码" in cannot and "带{term}`因果掩码" in cannot  # with and without a mask
+    recall = section(body, "关联回忆：训练几个小模型")
+    assert "本书不从这张表推断大模型的表现" in recall and "{glue:text}`ch19_order_sentence`" in recall
+    chunked = section(body, "分块形式：同样的结果，矩阵乘法来算")
+    assert "本机" in chunked and "{glue:text}`ch19_cpus`" in chunked and "取最快的一次" in chunked
+    assert "本书不说快慢的原因" in chunked and "repeat=3" in source and "3 次" in chunked
+    assert "torch.set_num_threads(1)" in source and "torch.manual_seed(0)" in source
+    assert "GPU" not in body
+
+
+# --------------------------------------------------------------------------- the lesson's claims
+
+def test_linear_attention_is_a_state_that_only_adds(chapter):
+    assert chapter["by_state"].shape == (12, 4)  # checked against anp.linear_attention in the cell
+    v1, v2 = chapter["v1"], chapter["v2"]
+    np.testing.assert_allclose(chapter["lin_read"], (v1 + v2) / 2, atol=1e-12)
+    np.testing.assert_allclose(chapter["delta_read"], v2, atol=1e-12)
+    assert chapter["glued"]["ch19_lin_miss"] == pytest.approx(0.5)
+
+
+def test_the_delta_rule_is_an_exact_memory_that_a_gate_fades(chapter):
+    keys, values, memory = chapter["keys"], chapter["values"], chapter["memory"]
+    np.testing.assert_allclose(keys @ keys.T, np.eye(8), atol=1e-12)
+    assert chapter["recall_error"] < 1e-12
+    np.testing.assert_allclose(keys @ memory, values, atol=1e-12)
+    g = chapter["glued"]
+    assert g["ch19_steps_after"] == 7 and g["ch19_kept"] == pytest.approx(0.9 ** 7)
+    np.testing.assert_allclose(keys[1] @ chapter["faded"], 0.9 ** 6 * values[1], atol=1e-12)
+
+
+def test_the_state_is_constant_while_the_cache_grows(chapter):
+    g = chapter["glued"]
+    assert g["ch19_state_mib"] == 32 * 32 * 128 * 128 * 2 / 2**20 == 32
+    for n in (4096, 32768, 131072):
+        assert g[f"ch19_kv_mib_{n}"] == 2 * 32 * 32 * 128 * n * 2 / 2**20
+    assert g["ch19_kv_mib_131072"] == 65536
+
+
+def test_the_recall_models_are_trained_and_the_order_sentence_is_picked(chapter):
+    acc, g = chapter["acc"], chapter["glued"]
+    assert set(acc) == {"linear", "delta", "gated", "softmax", "hybrid"}
+    for name, a in acc.items():
+        assert 0 <= a <= 1 and g[f"ch19_acc_{name}"] == a
+    assert acc["softmax"] > 1 / 16 + 0.5  # far above chance (1/16): the models learned something
+    assert g["ch19_order_sentence"] == chapter["order"].pick(chapter["seen"])
+    ranked = chapter["ranked"]
+    assert [acc[n] for n in ranked] == sorted(acc.values(), reverse=True)
+
+
+def test_the_chunked_form_equals_the_recurrence_and_its_sentence_is_picked(chapter):
+    q, k, v, beta, alpha = (chapter[n] for n in ("q", "k", "v", "beta", "alpha"))
+    assert q.shape == (2048, 64)
+    got = anp.chunked_delta_rule(q, k, v, beta, alpha=alpha, chunk_size=48)
+    np.testing.assert_allclose(got[0], chapter["ref"][0], atol=1e-8)
+    g = chapter["glued"]
+    assert g["ch19_chunk_sentence"] == chapter["faster"].pick(chapter["ratio"])
+    assert g["ch19_step_ms"] == pytest.approx(chapter["t_step"] * 1e3)
+
+
+def test_the_pitfalls_hold():
+    rng = np.random.default_rng(5)
+    k = np.array([[1.5, 1.0, 0.0, 0.0]])  # beta |k|^2 = 0.9 * 3.25 > 2: the erase amplifies
+    k2 = np.repeat(k, 20, axis=0)
+    v = rng.normal(size=(20, 3))
+    _, grown = anp.delta_rule(k2, k2, v, np.full(20, 0.9))
+    unit = k2 / np.linalg.norm(k2, axis=-1, keepdims=True)
+    _, bounded = anp.delta_rule(unit, unit, v, np.full(20, 0.9))
+    assert np.abs(grown).max() > 100 * np.abs(bounded).max()  # unnormalised keys blow the state up
+    assert "每一块都从零状态开始" in section(prose(CHAPTER), "常见的坑")
+
+
+# --------------------------------------------------------------------------- the self-check
+
+def test_selfcheck_linear_attention_adds():
+    k = np.array([[0.6, 0.8]])
+    v1, v2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    s = np.outer(k[0], v1) + np.outer(k[0], v2)
+    np.testing.assert_allclose(s.T @ k[0], v1 + v2)
+    assert correct(questions(ASSIGNMENT)[0]) == ["$\\mathbf v_1 + \\mathbf v_2$"]
+
+
+def test_selfcheck_gate_multiplies_the_old_state():
+    rng = np.random.default_rng(7)
+    k = rng.normal(size=(1, 3))
+    k /= np.linalg.norm(k)
+    s0, v = rng.normal(size=(3, 2)), rng.normal(size=(1, 2))
+    _, s = anp.delta_rule(k, k, v, np.array([0.5]), alpha=np.array([0.8]), initial_state=s0)
+    old = 0.8 * s0
+    np.testing.assert_allclose(s, old + 0.5 * np.outer(k[0], v[0] - k[0] @ old))
+    assert "乘在旧状态" in correct(questions(ASSIGNMENT)[1])[0]
+
+
+def test_selfcheck_state_size():
+    assert 32 * 32 * 128 * 128 * 2 == 32 * 2**20
+    assert len(correct(questions(ASSIGNMENT)[2])) == 2
+
+
+def test_selfcheck_chunks_pass_the_state():
+    rng = np.random.default_rng(9)
+    q, k, v = rng.normal(size=(3, 12, 4))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    beta = np.full(12, 0.5)
+    whole = anp.delta_rule(q, k, v, beta)[0]
+    fresh = np.concatenate([anp.delta_rule(q[i:i + 4], k[i:i + 4], v[i:i + 4], beta[i:i + 4])[0]
+                            for i in range(0, 12, 4)])
+    assert np.abs(fresh[4:] - whole[4:]).max() > 1e-2 and np.allclose(fresh[:4], whole[:4])
+    assert "状态 $S$" in correct(questions(ASSIGNMENT)[3])[0]
+
+
+# --------------------------------------------------------------------------- the assignment
+
+DELEGATING = {
+    "delta_recurrence": "def delta_recurrence(q, k, v, beta, alpha=None, state=None):\n"
+                        "    return anp.delta_rule(q, k, v, beta, alpha=alpha, initial_state=state)\n",
+    "gated_delta_layer": "def gated_delta_layer(x, weights):\n"
+                         "    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731\n"
+                         "    q, k = unit_rows(x @ weights['w_q']), unit_rows(x @ weights['w_k'])\n"
+                         "    out, _ = anp.delta_rule(q, k, x @ weights['w_v'], sig(x @ weights['w_beta']),\n"
+                         "                            alpha=sig(x @ weights['w_alpha']))\n"
+                         "    return out @ weights['w_o']\n",
+    "chunked_delta": "def chunked_delta(q, k, v, beta, chunk_size, state=None):\n"
+                     "    return anp.chunked_delta_rule(q, k, v, beta, initial_state=state, chunk_size=chunk_size)\n",
+}
+
+
+@pytest.mark.grading
+@pytest.mark.slow
+def test_assignment_grades_as_intended(tmp_path):
+    mixed = assignments.wrong_cells(ASSIGNMENT, "gate_after_write", "keys_not_normalised", "chunks_from_zero_state")
+    assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
+        # attnlib's delta rule behind the student's names scores 0 where it is the function under test
+        "delegating": assignments.with_cells(source, DELEGATING),
+        "mixed": assignments.with_cells(source, mixed),
+    }, {
+        "delegating": [0, 0, 0],
+        # each misses its exercise's point, so a failed essential check caps its cell at a third
+        "mixed": MIXED,
+    })  # 8 autograded + the written answer (2, by hand)
+
+
+MIXED = [1, 0.5, 0.75]
+
+
+def test_the_written_answer_follows_the_lesson():
+    from nbrun import grade_id, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    answer = cells["written_delta"]
+    assert 32 * 32 * 128 * 128 * 2 == 32 * 2**20 and "32 MiB" in answer
+    assert 2 * 32 * 32 * 128 * 131072 * 2 == 65536 * 2**20 and "65536 MiB" in answer
+    assert "正交" in answer and "擦" in answer
