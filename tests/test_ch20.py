@@ -75,6 +75,8 @@ def test_topk_claims(chapter):
     assert glued["ch20_future_rows"] > 128
     assert glued["ch20_score_fraction"] <= 1 / 16
     assert glued["ch20_score_fraction"] == pytest.approx(256 / 8192, rel=0.02)
+    assert glued["ch20_idx_per_pair"] == pytest.approx(64 * 128 / (128 * (576 + 512)))
+    assert glued["ch20_idx_ratio_8k"] < 1 < glued["ch20_idx_ratio_128k"]
     hits = [glued[f"ch20_hit_{k}"] for k in (4, 16, 64)]
     errs = [glued[f"ch20_err_{k}"] for k in (4, 16, 64)]
     assert hits == sorted(hits) and errs == sorted(errs, reverse=True)
