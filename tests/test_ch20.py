@@ -156,23 +156,26 @@ DELEGATING = {
                  "    out = np.zeros((n, n), dtype=bool)\n"
                  "    np.put_along_axis(out, chosen, valid, axis=1)\n"
                  "    return out\n",
+    "topk_attention": "def topk_attention(q, k, v, scores, top_k):\n"
+                      "    return anp.topk_sparse_attention(q, k, v, scores, top_k)\n",
 }
 
 
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
-    mixed = assignments.wrong_cells(ASSIGNMENT, "slot_off_by_one", "blocks_share_partial", "topk_before_mask")
+    mixed = assignments.wrong_cells(ASSIGNMENT, "slot_off_by_one", "blocks_share_partial", "topk_before_mask",
+                                    "zeroed_after_softmax")
     delegating = "anp = __import__('attnlib.numpy', fromlist=['x'])\n"
     assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
         # attnlib's paged cache and top-k selection behind the student's names score 0
         "delegating": assignments.with_cells(source, {name: delegating + cell for name, cell in DELEGATING.items()}),
         "mixed": assignments.with_cells(source, mixed),
     }, {
-        "delegating": [2, 0, 0],
+        "delegating": [2, 0, 0, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third
-        "mixed": [2 / 3, 1, 1 / 2],
-    })  # 8 autograded + the written answer (2, by hand)
+        "mixed": [2 / 3, 1, 1 / 2, 1 / 2],
+    })  # 10 autograded + the written answer (2, by hand)
 
 
 def test_the_written_answer_follows_the_lesson():
