@@ -336,6 +336,14 @@ def test_q9_fork_shares_blocks_and_copies_the_partial_one_on_write(quiz_question
     cache.free(a)
     assert [cache.ref_count(x) for x in tb] == [1, 1, 1]
     np.testing.assert_array_equal(cache.read(b)[0][:, :prompt], a_keys)
+    # B: whichever side writes first gets the copy: here the parent
+    cache, (a,) = paged_with([prompt], block, n_blocks=8)
+    b = cache.fork(a)
+    shared = cache.block_table(a)
+    cache.append(a, np.ones((1, 1, 1)), np.zeros((1, 1, 1)))
+    assert cache.block_table(b) == shared and cache.block_table(a)[:2] == shared[:2]
+    assert cache.block_table(a)[2] != shared[2] and cache.ref_count(shared[2]) == 1
+    assert "谁先写，谁先得到一份私有的拷贝" in explanation(q9, "B")
 
 
 # --------------------------------------------------------------------------- top-k selection (question 10)
@@ -364,10 +372,16 @@ def test_q10_top_k_masks_first_and_the_indexer_stays_quadratic(quiz_questions, m
     rng = np.random.default_rng(10)
     n, d, top_k, h_idx, d_idx = 32, 8, 4, 2, 4
     q, k, v = rng.standard_normal((3, n, d))
-    scores = anp.lightning_indexer_scores(rng.standard_normal((n, h_idx, d_idx)), rng.standard_normal((n, d_idx)),
-                                          rng.uniform(0.1, 1.0, (n, h_idx)))
-    # D: the indexer scores every query against every key: n x n numbers
+    q_idx, k_idx, w_idx = rng.standard_normal((n, h_idx, d_idx)), rng.standard_normal((n, d_idx)), rng.uniform(
+        0.1, 1.0, (n, h_idx))
+    scores = anp.lightning_indexer_scores(q_idx, k_idx, w_idx)
+    # D: the indexer scores every query against every key, I[t, s] = sum_j w_tj ReLU(q_tj . k_s): n x n numbers
     assert scores.shape == (n, n)
+    np.testing.assert_allclose(scores, np.einsum("tj,tjs->ts", w_idx, np.maximum(q_idx @ k_idx.T, 0)), atol=1e-12)
+    # B: doubling n: about 4 times the visible pairs to score, twice the n k attention scores
+    pairs = {m: m * (m + 1) // 2 for m in (n, 2 * n)}
+    assert 3.9 < pairs[2 * n] / pairs[n] < 4 and (2 * n * top_k) / (n * top_k) == 2
+    assert "约变成 4 倍" in explanation(quiz_questions[10], "B")
     # B: mask first, then select: exact softmax over the selected keys, n k scores (fewer for the first rows)
     right = selected(scores, top_k, causal_first=True)
     got = anp.topk_sparse_attention(q, k, v, scores, top_k, causal=True)
