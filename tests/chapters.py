@@ -161,6 +161,16 @@ CHAPTERS: list[Chapter] = [
                    "自定义 autograd 函数（custom autograd function）"),
             released=("def attention_backward", "def tiled_backward", "class AttentionFunction"),
             points={"test_attention_backward": 3, "test_tiled_backward": 3, "test_attention_function": 2}),
+    Chapter("ch19-delta", answers=("B", "C", "AC", "A"),
+            terms=(*TERMS, "状态矩阵（state matrix）", "delta 规则（delta rule）", "门控（gate）",
+                   "分块形式（chunked form）"),
+            released=("def delta_recurrence", "def gated_delta_layer", "def chunked_delta"),
+            points={"test_delta_recurrence": 3, "test_gated_delta_layer": 2, "test_chunked_delta": 3}),
+    Chapter("ch20-serving", answers=("B", "B", "AC", "A"),
+            terms=(*TERMS, "分页 KV 缓存（paged KV cache）", "块表（block table）", "写时复制（copy-on-write）",
+                   "前缀共享（prefix sharing）", "top-k 稀疏注意力（top-k sparse attention）", "索引器（indexer）"),
+            released=("def block_slot", "def blocks_needed", "def topk_mask", "def topk_attention"),
+            points={"test_block_slot": 2, "test_blocks_needed": 3, "test_topk_mask": 3, "test_topk_attention": 2}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}

@@ -5,6 +5,7 @@ Every function here has a twin with the same name and signature in
 """
 
 from .attention import scaled_dot_product_attention
+from .delta import chunked_delta_rule, delta_rule
 from .flash import flash_attention, flash_attention_backward
 from .gqa import grouped_query_attention
 from .kv_cache import KVCache, cached_attention
@@ -12,13 +13,14 @@ from .linear import linear_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .mla import LatentKVCache, latent_attention_step, multi_head_latent_attention
 from .multihead import merge_heads, multi_head_attention, split_heads
+from .paged import PagedKVCache, paged_attention
 from .parallel import attention_loop, rnn_scan
 from .positions import alibi_bias, apply_rope, sinusoidal_positions
 from .projection import qkv_projection
 from .scaling import dot_product_variance, sample_dot_products, softmax_grad_norm, weight_entropy
 from .scores import attention_scores, cosine_scores
 from .softmax import softmax
-from .sparse import sliding_window_attention
+from .sparse import lightning_indexer_scores, sliding_window_attention, topk_sparse_attention
 
 __all__ = [
     "attention_loop", "rnn_scan", "linear_attention", "sliding_window_attention", "KVCache", "cached_attention",
@@ -29,4 +31,6 @@ __all__ = [
     "grouped_query_attention",
     "multi_head_latent_attention", "LatentKVCache", "latent_attention_step",
     "flash_attention_backward",
+    "delta_rule", "chunked_delta_rule",
+    "PagedKVCache", "paged_attention", "topk_sparse_attention", "lightning_indexer_scores",
 ]

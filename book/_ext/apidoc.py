@@ -60,6 +60,12 @@ CHAPTER_OF = {
     "LatentKVCache": "ch17-mla",
     "latent_attention_step": "ch17-mla",
     "flash_attention_backward": "ch18-backward",
+    "delta_rule": "ch19-delta",
+    "chunked_delta_rule": "ch19-delta",
+    "PagedKVCache": "ch20-serving",
+    "paged_attention": "ch20-serving",
+    "topk_sparse_attention": "ch20-serving",
+    "lightning_indexer_scores": "ch20-serving",
 }
 BACKENDS = (("NumPy", "attnlib.numpy"), ("PyTorch", "attnlib.torch"))
 
