@@ -158,6 +158,22 @@ DELEGATING = {
                  "    return out\n",
     "topk_attention": "def topk_attention(q, k, v, scores, top_k):\n"
                       "    return anp.topk_sparse_attention(q, k, v, scores, top_k)\n",
+    "block_pool": "class BlockPool:\n"
+                  "    def __init__(self, n_blocks, block_size):\n"
+                  "        self.pool = anp.PagedKVCache(n_blocks, block_size, 1, 1)\n"
+                  "    def allocate(self):\n"
+                  "        return self.pool.allocate()\n"
+                  "    def fork(self, seq):\n"
+                  "        return self.pool.fork(seq)\n"
+                  "    def append(self, seq, values):\n"
+                  "        x = np.asarray(values, dtype=float).reshape(1, -1, 1)\n"
+                  "        self.pool.append(seq, x, x)\n"
+                  "    def free(self, seq):\n"
+                  "        self.pool.free(seq)\n"
+                  "    def read(self, seq):\n"
+                  "        return list(self.pool.read(seq)[0][0, :, 0]) if self.pool.length(seq) else []\n"
+                  "    def n_free(self):\n"
+                  "        return self.pool.free_blocks\n",
 }
 
 
@@ -165,17 +181,17 @@ DELEGATING = {
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
     mixed = assignments.wrong_cells(ASSIGNMENT, "slot_off_by_one", "blocks_share_partial", "topk_before_mask",
-                                    "zeroed_after_softmax")
+                                    "zeroed_after_softmax", "fork_copies_nothing")
     delegating = "anp = __import__('attnlib.numpy', fromlist=['x'])\n"
     assignments.grade(tmp_path, ASSIGNMENT, lambda source, blank: {
         # attnlib's paged cache and top-k selection behind the student's names score 0
         "delegating": assignments.with_cells(source, {name: delegating + cell for name, cell in DELEGATING.items()}),
         "mixed": assignments.with_cells(source, mixed),
     }, {
-        "delegating": [2, 0, 0, 0],
+        "delegating": [2, 0, 0, 0, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third
-        "mixed": [2 / 3, 1, 1 / 2, 1 / 2],
-    })  # 10 autograded + the written answer (2, by hand)
+        "mixed": [2 / 3, 1, 1 / 2, 1 / 2, 1],
+    })  # 13 autograded + the written answer (2, by hand)
 
 
 def test_the_written_answer_follows_the_lesson():
