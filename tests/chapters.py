@@ -169,8 +169,9 @@ CHAPTERS: list[Chapter] = [
     Chapter("ch20-serving", answers=("B", "B", "AC", "A"),
             terms=(*TERMS, "分页 KV 缓存（paged KV cache）", "块表（block table）", "写时复制（copy-on-write）",
                    "前缀共享（prefix sharing）", "top-k 稀疏注意力（top-k sparse attention）", "索引器（indexer）"),
-            released=("def block_slot", "def blocks_needed", "def topk_mask", "def topk_attention"),
-            points={"test_block_slot": 2, "test_blocks_needed": 3, "test_topk_mask": 3, "test_topk_attention": 2}),
+            released=("def block_slot", "def blocks_needed", "def topk_mask", "def topk_attention", "class BlockPool"),
+            points={"test_block_slot": 2, "test_blocks_needed": 3, "test_topk_mask": 3, "test_topk_attention": 2,
+                    "test_block_pool": 3}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}
