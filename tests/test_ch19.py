@@ -4,8 +4,9 @@ What its cells leave shows: chapter 10's causal linear attention is the recurren
 denominator; one key written twice reads back the mean under linear attention and the last value under the delta
 rule; orthonormal keys with beta = 1 make an exact memory, a rewrite changes one key only, and a gate of 0.9 leaves
 0.9^7 of a value seven steps later; the state of a stated model is 32 MiB at any length while its KV cache grows
-linearly; five small recall models are trained here and the sentence about their order is the one the measured
-accuracies pick; the chunked form equals the recurrence and its timing sentence is the one the measured ratio picks.
+linearly; five small recall models (Zoology's layout, DeltaNet's short convolution for all) are trained here and the
+sentences about their order and about delta against linear are the ones the measured accuracies pick; the
+chunked form equals the recurrence and its timing sentence is the one the measured ratio picks.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def test_the_recall_models_are_trained_and_the_order_sentence_is_picked(chapter)
         assert 0 <= a <= 1 and g[f"ch19_acc_{name}"] == a
     assert acc["softmax"] > 1 / 16 + 0.5  # far above chance (1/16): the models learned something
     assert g["ch19_order_sentence"] == chapter["order"].pick(chapter["seen"])
+    assert g["ch19_versus_sentence"] == chapter["versus"].pick(chapter["gap"])
+    assert chapter["gap"]["gain"] == pytest.approx(100 * (acc["delta"] - acc["linear"]))
     ranked = chapter["ranked"]
     assert [acc[n] for n in ranked] == sorted(acc.values(), reverse=True)
 
