@@ -192,6 +192,9 @@ class BlockManager:
 class PagedKVCache(BlockManager):
     """A paged key-value cache: one pool of blocks shared by many sequences, each with its block table.
 
+    The pool, K and V each ``(n_blocks, n_heads, block_size, d_head)``, is allocated at the first
+    append, in the dtype of those keys; later keys must have that dtype (no silent conversion).
+
     Parameters
     ----------
     n_blocks : int >= 1
@@ -201,16 +204,13 @@ class PagedKVCache(BlockManager):
     n_heads, d_head : int >= 1
         Key/value heads and their width.
 
-    The pool, K and V each ``(n_blocks, n_heads, block_size, d_head)``, is allocated at the first
-    append, in the dtype of those keys; later keys must have that dtype (no silent conversion).
-
     Attributes
     ----------
     free_blocks : int
         Blocks no sequence references.
     nbytes : int
-        Bytes of the blocks in use, keys and values: ``(n_blocks - free_blocks) x 2 x n_heads x
-        block_size x d_head x itemsize`` (a partly filled block counts whole; a shared one once).
+        Bytes of the blocks in use, keys and values (a partly filled block counts whole; a shared
+        one once): ``used x 2 x n_heads x block_size x d_head x itemsize``, ``used = n_blocks - free_blocks``.
     """
 
     def __init__(self, n_blocks, block_size, n_heads, d_head):
