@@ -379,7 +379,10 @@ def test_make_pdf_as_written_prints_the_whole_book_with_bookmarks(html_dir, caps
         part = next(i for i, item in enumerate(outline) if not isinstance(item, list) and item.title == caption)
         children = outline[part + 1]
         assert isinstance(children, list), caption
-        assert [item.title for item in children if not isinstance(item, list)] == chapters, caption
+        # a chapter title that wraps onto two lines loses the space at the break in Chromium's bookmark
+        # ("Gated DeltaNet" -> "GatedDeltaNet"): the titles are compared without their spaces
+        marks = [re.sub(r"\s+", "", item.title) for item in children if not isinstance(item, list)]
+        assert marks == [re.sub(r"\s+", "", chapter) for chapter in chapters], (caption, marks)
         for item, chapter in zip([c for c in children if not isinstance(c, list)], chapters, strict=True):
             number = reader.get_destination_page_number(item)
             # Chinese text is text: the chapter's page begins with its title (pypdf spaces out "、"; ignore spaces)
