@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from test_quiz import questions
-from test_quiz_modern import explanation, options
+from test_quiz_modern import assert_keys_kinds_and_points, explanation, options
 
 from attnlib import numpy as anp
 from attnlib import torch as att
@@ -38,14 +38,8 @@ def leading_number(text: str) -> int:
 
 
 def test_keys_kinds_and_points(quiz_questions):
-    """The keys below are the ones the checks in this file establish; 7 single (1 point) + 3 multi (2) = 13."""
-    got = {i: q["call"]["key"] for i, q in quiz_questions.items()}
-    assert got == KEYS
-    for i, q in quiz_questions.items():
-        assert q["call"]["multi"] == (len(KEYS[i]) > 1)
-        assert set(options(q)) == set("ABCD"), i
-    assert sum(q["points"] for q in quiz_questions.values()) == 13
-    assert sum(q["call"]["multi"] for q in quiz_questions.values()) == 3
+    """The keys below are the ones the checks in this file establish."""
+    assert_keys_kinds_and_points(quiz_questions, KEYS)
 
 
 # --------------------------------------------------------------------------- MLA (questions 1, 2)

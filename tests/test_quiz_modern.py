@@ -46,15 +46,20 @@ def explanation(q, letter: str) -> str:
     return q["call"]["explanations"][letter]
 
 
-def test_keys_kinds_and_points(quiz_questions):
-    """The keys below are the ones the checks in this file establish; 7 single (1 point) + 3 multi (2) = 13."""
+def assert_keys_kinds_and_points(quiz_questions, keys: dict[int, str]) -> None:
+    """A quiz's keys are ``keys``; 7 single-choice (1 point) + 3 multi-select (2 points) = 13, options A-D."""
     got = {i: q["call"]["key"] for i, q in quiz_questions.items()}
-    assert got == KEYS
+    assert got == keys
     for i, q in quiz_questions.items():
-        assert q["call"]["multi"] == (len(KEYS[i]) > 1)
+        assert q["call"]["multi"] == (len(keys[i]) > 1)
         assert set(options(q)) == set("ABCD"), i
     assert sum(q["points"] for q in quiz_questions.values()) == 13
     assert sum(q["call"]["multi"] for q in quiz_questions.values()) == 3
+
+
+def test_keys_kinds_and_points(quiz_questions):
+    """The keys below are the ones the checks in this file establish."""
+    assert_keys_kinds_and_points(quiz_questions, KEYS)
 
 
 # --------------------------------------------------------------------------- RoPE (questions 1, 2)
