@@ -29,10 +29,11 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
+from attnlib import variants
 from attnlib.grading import Score, points_text
 
 __all__ = [
-    "InvalidAnswer", "MISSING", "check_format", "format_letters", "grade", "parse_answer",
+    "InvalidAnswer", "MISSING", "Question", "Variant", "check_format", "format_letters", "grade", "parse_answer",
     "render_feedback", "score", "take_answer",
 ]
 
@@ -238,7 +239,7 @@ def render_feedback(*, number, answer_text: str, problem: str | None, key, expla
 
 
 def grade(answer, *, key: str, explanations: Mapping[str, str], multi: bool = False, points: float = 1.0,
-          number=None) -> float:
+          number=None, question: Question | None = None) -> float:
     """Score one quiz question, print its feedback, and return the score.
 
     Called in the hidden part of a question's test cell, as the cell's last
@@ -258,12 +259,20 @@ def grade(answer, *, key: str, explanations: Mapping[str, str], multi: bool = Fa
         Must equal the ``points`` of the nbgrader test cell.
     number : int or str, optional
         The question's number in the feedback.
+    question : Question, optional
+        A question with per-student variants: ``key`` and ``explanations`` are
+        then canonical (the instructor's letters, explanations may hold
+        ``{name}`` placeholders of the variant's values), the student's answer
+        is read in the letters they saw, and the feedback speaks in those
+        letters.  ``number``, ``multi`` and ``points`` must agree with it.
 
     Returns
     -------
     float
         In ``[0, points]``.
     """
+    if question is not None:
+        return question.grade(answer, key=key, explanations=explanations, multi=multi, points=points, number=number)
     options = "".join(explanations)
     key_set = parse_answer(key, options)
     if not multi and len(key_set) != 1:
@@ -291,3 +300,134 @@ def _short_repr(value, limit: int = 60) -> str:
     except Exception:  # noqa: BLE001 - a student's object may have a broken __repr__
         text = f"<{type(value).__name__} 对象>"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fill(text: str, values: Mapping) -> str:
+    """``text`` with its ``{name}`` placeholders filled; unchanged when the question has no numbers.
+
+    A question with numbers writes a literal brace twice (``{{``), as ``str.format`` does; one without
+    numbers keeps its text (LaTeX braces included) as written.
+    """
+    return text.format(**values) if values else text
+
+
+class Variant:
+    """What one student sees of one :class:`Question`.
+
+    Attributes
+    ----------
+    student : str or None
+        None for the canonical variant.
+    order : tuple of int
+        ``order[i]`` is the canonical index of the option shown at position ``i``.
+    values : dict
+        The variant's numbers (drawn parameters and what ``derive`` computed from them).
+    """
+
+    def __init__(self, student, order, values):
+        self.student, self.order, self.values = student, tuple(order), dict(values)
+
+    def shown(self, canonical_letters) -> str:
+        """Canonical letters -> the letters this student saw."""
+        return variants.canonical_to_shown(canonical_letters, self.order)
+
+    def canonical(self, shown_letters) -> str:
+        """Letters this student saw -> canonical letters."""
+        return variants.shown_to_canonical(shown_letters, self.order)
+
+    def record(self, assignment: str, number) -> dict:
+        """The record kept in the displayed output's metadata (``attnlib_variant``)."""
+        return {"assignment": assignment, "question": number, "student": self.student, "order": list(self.order),
+                "values": {k: v for k, v in self.values.items() if isinstance(v, (int, float, str, bool))}}
+
+
+class Question:
+    """A quiz question whose option order, and optionally whose numbers, depend on the student.
+
+    The released notebook defines each question in a locked cell and shows it
+    (``Q3 = quiz.Question(...); Q3.show()``); the hidden test grades with the
+    same object (``quiz.grade(_answer, question=Q3, key="C", explanations={...})``),
+    the key and explanations written once, in canonical letters.  The student
+    comes from :func:`attnlib.variants.student_id`.
+
+    Parameters
+    ----------
+    assignment : str
+        The assignment id (part of what fixes the variant).
+    number : int
+        The question's number (the same in every variant).
+    options : list of str
+        The options in canonical order (Markdown; may hold ``{name}`` placeholders).
+    stem : str, optional
+        Question text shown above the options (Markdown, placeholders allowed);
+        empty when the notebook's Markdown cell above already states it.
+    multi : bool
+        Multi-select (partial credit) or single choice.
+    points : float
+        The question's points.
+    params : mapping name -> list, optional
+        Allowed values of each number; the canonical variant takes the first.
+    derive : callable, optional
+        ``derive(values) -> dict`` of further values computed from the drawn
+        ones (e.g. the number each option shows).  It must not compute which
+        option is right: that is the hidden test's business.
+    """
+
+    def __init__(self, assignment: str, number: int, *, options, stem: str = "", multi: bool = False,
+                 points: float = 1.0, params: Mapping | None = None, derive=None):
+        if len(options) < 2:
+            raise ValueError("一道选择题至少要有两个选项")
+        self.assignment, self.number, self.options = assignment, number, list(options)
+        self.stem, self.multi, self.points = stem, multi, points
+        self.params, self.derive = dict(params or {}), derive
+        self.letters = variants.LETTERS[: len(self.options)]
+
+    def variant(self, student=variants.student_id) -> Variant:
+        """The variant of ``student`` (default: the current student, :func:`attnlib.variants.student_id`)."""
+        if callable(student):
+            student = student()
+        values = variants.draw(student, self.assignment, self.number, self.params)
+        if self.derive is not None:
+            values.update(self.derive(dict(values)))
+        return Variant(student, variants.order(student, self.assignment, self.number, len(self.options)), values)
+
+    def markdown(self, variant: Variant | None = None) -> str:
+        """The question as this student sees it: stem and options, lettered in the shown order."""
+        variant = variant or self.variant()
+        lines = [_fill(self.stem, variant.values), ""] if self.stem else []
+        for position, canonical in enumerate(variant.order):
+            text = _fill(self.options[canonical], variant.values)
+            lines.append(f"- **{self.letters[position]}.** {text}")
+        return "\n".join(lines)
+
+    def show(self):
+        """Display the question (Markdown in a notebook, plain text elsewhere), recording the variant shown."""
+        variant = self.variant()
+        text = self.markdown(variant)
+        try:
+            from IPython.display import Markdown, display
+        except ImportError:  # pragma: no cover - plain Python without IPython
+            print(text)
+            return
+        display(Markdown(text), metadata={"attnlib_variant": variant.record(self.assignment, self.number)})
+
+    def check(self, answer) -> float | None:
+        """The visible format check (letters valid for this question); see :func:`check_format`."""
+        return check_format(answer, self.letters, multi=self.multi)
+
+    def grade(self, answer, *, key: str, explanations: Mapping[str, str], multi=None, points=None,
+              number=None) -> float:
+        """Score the answer of the current student against the canonical ``key``; print feedback in their letters."""
+        for name, given, own in (("multi", multi, self.multi), ("points", points, self.points),
+                                 ("number", number, self.number)):
+            if given is not None and given != own:
+                raise ValueError(f"grade 的 {name}={given!r} 与题目定义的 {own!r} 不一致")
+        if "".join(explanations) != self.letters:
+            raise ValueError(f"explanations 必须按 {self.letters} 的顺序给出每个选项的解析")
+        variant = self.variant()
+        shown_key = variant.shown(key)
+        shown_explanations = {
+            self.letters[position]: _fill(explanations[self.letters[canonical]], variant.values)
+            for position, canonical in enumerate(variant.order)}
+        return grade(answer, key=shown_key, explanations=shown_explanations, multi=self.multi, points=self.points,
+                     number=self.number)
