@@ -212,6 +212,14 @@ def cell_problems(autograded: pathlib.Path) -> list[str]:
     return lines
 
 
+def variant_problems(autograded: pathlib.Path) -> list[str]:
+    """Chinese lines for notebooks that showed another variant than the submitter's (``grading/variants.py``)."""
+    from grading import variants
+
+    return [variants.mismatch_problem(notebook, fact["submitter"], fact["shown"])
+            for notebook, fact in sorted(variants.read_facts(autograded).items())]
+
+
 def log_problem(log: str) -> str:
     """A Chinese line for an nbgrader failure that the file checks did not explain."""
     if "DeadKernelError" in log or "Kernel died" in log:
@@ -325,7 +333,7 @@ def grade_one(assignment: str, student: str, submission: str, template: str, wor
     autograded = root / "autograded" / student / assignment
     graded = all((autograded / f"{name}.ipynb").exists() for name in expected)
     if graded:
-        problems += cell_problems(autograded)
+        problems += cell_problems(autograded) + variant_problems(autograded)
     elif not problems:
         problems.append(log_problem(result.get("error", "") + result.get("log", "")))
     if not graded:

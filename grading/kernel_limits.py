@@ -64,9 +64,10 @@ def launch_command(uid: int, gid: int, reach, hide, command: list) -> list:
     return [*wrapped, "--", *command]
 
 
-#: What a sandboxed kernel keeps of the grader's environment (no tokens, no paths of the course).
+#: What a sandboxed kernel keeps of the grader's environment (no tokens, no paths of the course);
+#: ATTNLIB_STUDENT is the graded student, whose variant the kernel shows (grading/variants.py).
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCODING", "PYTHONHASHSEED",
-            "MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+            "MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ATTNLIB_STUDENT")
 
 
 def sandbox_environment(env: dict, home: pathlib.Path) -> dict:

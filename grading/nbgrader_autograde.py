@@ -11,6 +11,12 @@
   has.  That reads like tampering; this says nothing when the cell is exactly
   the released one, and one Chinese line when the student did change it.
 
+and two added (``grading/variants.py``): each submission is graded against its
+own student's variant -- ``RecordShownVariant`` first among the sanitizing steps
+(whose variant the submitted outputs showed), ``PinStudent`` before ``Execute``
+(the submitter pinned in every hidden test, a shown mismatch reported), and the
+``Execute`` step's kernel started with ``ATTNLIB_STUDENT`` set to the submitter.
+
 ``nbgrader_config.py`` and ``make grade-class`` (``class_grading.nbgrader_config``)
 both use :func:`autograde_steps`.
 """
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
+
+from grading import variants
 
 #: What the grading log says when a student changed a read-only cell (it is put back before grading).
 CHANGED_LOCKED = "%s：只读单元 %s 被改动过，评分时已换回发下去的原样"
@@ -66,18 +74,22 @@ class QuietOverwriteCells(OverwriteCells):
 
 
 def autograde_steps(execute) -> list:
-    """nbgrader's autograde preprocessors with ``execute`` for ``Execute`` and the replacements above."""
+    """nbgrader's autograde preprocessors with ``execute`` for ``Execute``, the replacements and additions above."""
     from nbgrader.converters import Autograde
 
     from grading.manual_marks import SaveAutoGradesKeepingMarks
 
-    swap = {Execute: execute, SaveAutoGrades: SaveAutoGradesKeepingMarks}
-    return [swap.get(step, step) for step in Autograde.class_traits()["autograde_preprocessors"].default()]
+    swap = {Execute: variants.student_kernel(execute), SaveAutoGrades: SaveAutoGradesKeepingMarks}
+    steps = [swap.get(step, step) for step in Autograde.class_traits()["autograde_preprocessors"].default()]
+    return [variants.PinStudent, *steps]
 
 
 def sanitize_steps() -> list:
-    """nbgrader's sanitizing preprocessors (run before execution) with :class:`QuietOverwriteCells`."""
+    """nbgrader's sanitizing preprocessors (run before execution) with :class:`QuietOverwriteCells`.
+
+    :class:`grading.variants.RecordShownVariant` comes first: it reads the outputs ``ClearOutput`` removes.
+    """
     from nbgrader.converters import Autograde
 
-    return [QuietOverwriteCells if step is OverwriteCells else step
-            for step in Autograde.class_traits()["sanitize_preprocessors"].default()]
+    return [variants.RecordShownVariant, *(QuietOverwriteCells if step is OverwriteCells else step
+                                          for step in Autograde.class_traits()["sanitize_preprocessors"].default())]

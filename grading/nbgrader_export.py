@@ -19,6 +19,12 @@ and sorts the rows by assignment and student:
 未提交              nothing handed in: score empty
 =================  ======================================================
 
+A graded submission whose notebook showed another student's variant (or the
+canonical one) than its submitter's is graded against the submitter's key, and
+its status says so after the status above: ``已评分；题目版本不符：笔记本显示的是
+alice 的版本，已按本人的版本评分`` (``grading/variants.py`` keeps that fact beside
+the autograded notebook).
+
 Without ``--to`` the file is ``grades.csv`` in the course directory
 (``CourseDirectory.root``), not in the folder the command was typed in.
 
@@ -36,6 +42,8 @@ import pathlib
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 from traitlets import List, Unicode
+
+from grading import variants
 
 COLUMNS = ["assignment", "duedate", "timestamp", "total_seconds_late", "student_id", "last_name", "first_name", "email",
            "raw_score", "late_submission_penalty", "score", "max_score", "status"]
@@ -82,7 +90,8 @@ class CourseCsvExport(CsvExportPlugin):
                     row.update(timestamp=submission.timestamp, total_seconds_late=submission.total_seconds_late,
                                raw_score=submission.score,
                                late_submission_penalty=penalty, score=max(0.0, submission.score - penalty),
-                               status=PENDING if submission.needs_manual_grade else GRADED)
+                               status=_with_variant_note(PENDING if submission.needs_manual_grade else GRADED,
+                                                         autograded))
                 elif submission is not None or (root / "submitted" / student.id / assignment.name).is_dir():
                     row.update(timestamp=submission.timestamp if submission is not None else "", status=UNGRADED)
                 else:
@@ -99,3 +108,9 @@ class CourseCsvExport(CsvExportPlugin):
             writer = csv.DictWriter(fh, COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
+
+
+def _with_variant_note(status: str, autograded: pathlib.Path) -> str:
+    """``status``, followed by the variant mismatch recorded for the submission, if any."""
+    facts = variants.read_facts(autograded)
+    return f"{status}；{variants.status_note(facts)}" if facts else status
