@@ -82,15 +82,18 @@ def _who(students: list) -> str:
     return "、".join(CANONICAL if s is None else str(s) for s in students)
 
 
-def mismatch_problem(assignment: str, submitter: str, shown: list) -> str:
+def _mismatch(submitter: str, shown: list) -> str:
+    return f"笔记本里显示的是 {_who(shown)} 的题目版本，已按 {submitter} 自己的版本评分（选项字母可能对不上）"
+
+
+def mismatch_problem(notebook: str, submitter: str, shown: list) -> str:
     """The problem, as ``make grade-class`` lists it after ``student：``."""
-    return (f"{assignment}：笔记本里显示的是 {_who(shown)} 的题目版本，已按 {submitter} 自己的版本评分"
-            "（选项字母可能对不上）")
+    return f"{notebook} 的{_mismatch(submitter, shown)}"
 
 
 def mismatch_line(assignment: str, submitter: str, shown: list) -> str:
     """The one Chinese line of nbgrader's log for a notebook showing another variant than the submitter's."""
-    return f"学生 {submitter} 的 {mismatch_problem(assignment, submitter, shown)}"
+    return f"学生 {submitter} 的 {assignment}：{_mismatch(submitter, shown)}"
 
 
 def status_note(facts: dict) -> str:

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import pathlib
+import subprocess
 
 import nbformat
 import pytest
@@ -28,7 +29,7 @@ from nbformat import v4
 from attnlib import quiz, variants
 from grading import class_grading, samples
 from grading import variants as grading_variants
-from grading.course import Course
+from grading.course import REPO, Course
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
 
@@ -232,7 +233,8 @@ def test_a_notebook_run_as_another_student_is_graded_by_the_submitters_key_and_n
         assert "题目版本" not in run["log"].replace(line, "")  # nobody else is reported
     else:
         problems = run["report"].problem_lines()
-        assert problems == [f"{CAROL}：{grading_variants.mismatch_problem(ASSIGNMENT, CAROL, [ALICE])}"]
+        assert problems == [f"{CAROL}：{ASSIGNMENT} 的笔记本里显示的是 {ALICE} 的题目版本，"
+                            f"已按 {CAROL} 自己的版本评分（选项字母可能对不上）"]
     status = {s: row["status"] for s, row in run["csv"].items()}
     assert status[CAROL] == f"已评分；题目版本不符：笔记本显示的是 {ALICE} 的版本，已按本人的版本评分"
     assert {status[s] for s in (ALICE, BOB, f"{BOB}_sneaky")} == {"已评分"}
@@ -320,3 +322,130 @@ def test_the_class_config_has_the_steps():
     config = class_grading.nbgrader_config()
     assert grading_variants.PinStudent in config.Autograde.autograde_preprocessors
     assert grading_variants.RecordShownVariant in config.Autograde.sanitize_preprocessors
+
+
+# --------------------------------------------------------------------------- Validate and the lab
+
+
+def _validated(path: pathlib.Path) -> nbformat.NotebookNode:
+    """The notebook as the course's Validate executes it (the class the command line and the lab button build)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from grading.nbgrader_validate import ChineseValidator
+
+    executed = []
+
+    class Keeping(ChineseValidator):
+        def _preprocess(self, nb):
+            executed.append(super()._preprocess(nb))
+            return executed[-1]
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    results = Keeping(config=config).validate(str(path))
+    assert "failed" not in results, results
+    return executed[-1]
+
+
+@pytest.mark.parametrize("student", [ALICE, None])
+def test_validate_shows_the_variant_the_students_kernel_shows(plain, student, monkeypatch, tmp_path):
+    """On the hub (JUPYTERHUB_USER) Validate's kernel shows the student's own variant; in make lab the canonical one."""
+    monkeypatch.delenv(variants.ENV_STUDENT, raising=False)
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    if student:
+        monkeypatch.setenv("JUPYTERHUB_USER", student)
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    nbformat.write(answered(plain["release"], {n: shown_key(student, n) for n, *_ in QUESTIONS}), path)
+    validated = _validated(path)
+    assert _shown(validated) == {1: student, 2: student}
+    if student:  # the student's own kernel on the hub shows the same options, in the same letters
+        kernel = run_as(nbformat.read(path, as_version=4), student, tmp_path)
+        assert _shown_text(kernel) == _shown_text(validated)
+
+
+def _shown_text(nb) -> list[str]:
+    """The Markdown of every question cell's output."""
+    return [o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
+            if grading_variants.RECORD in o.get("metadata", {})]
+
+
+def test_make_lab_gives_the_kernels_no_student_of_its_own():
+    """``make lab``'s environment adds no student: alone, the canonical variant (a class's hub sets JUPYTERHUB_USER)."""
+    from conftest import load_script
+
+    lab = load_script("lab")
+    env = lab.student_environment({"PATH": "/usr/bin", "HOME": "/home/me"})
+    assert variants.ENV_STUDENT not in env and "JUPYTERHUB_USER" not in env
+
+
+# --------------------------------------------------------------------------- one student's variant for a regrade
+
+
+def _variant_script(argv) -> tuple[int, str, str]:
+    from conftest import load_script
+
+    script = load_script("variant")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = script.main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_the_variant_command_prints_the_students_options_and_key_in_their_letters(tmp_path):
+    source = _source_folder(tmp_path)
+    for student in (ALICE, BOB):
+        status, out, _ = _variant_script([ASSIGNMENT, student, "--source", str(source)])
+        assert status == 0
+        assert f"学生 {student} 的题目版本" in out
+        blocks = out.split("## 第 ")[1:]
+        assert len(blocks) == len(QUESTIONS)
+        for (number, options, key, shuffled), block in zip(QUESTIONS, blocks, strict=True):
+            assert f"正确答案：{shown_key(student, number)}" in block
+            if shuffled:
+                order = variants.order(student, ASSIGNMENT, number, len(options))
+                listed = [f"- **{variants.LETTERS[i]}.** {options[c]}" for i, c in enumerate(order)]
+                assert [line for line in block.splitlines() if line.startswith("- **")] == listed
+                right = variants.LETTERS[order.index(variants.LETTERS.index(key))]
+                assert f"    {right}（✓ 正确选项）解析 {key}：{options[variants.LETTERS.index(key)]}" in block
+    status, out, _ = _variant_script([ASSIGNMENT, "--source", str(source)])
+    assert status == 0 and "标准顺序" in out and "正确答案：B" in out.split("## 第 ")[1]
+
+
+def test_the_variant_command_refuses_an_unknown_or_a_non_quiz_assignment_in_chinese(tmp_path):
+    source = _source_folder(tmp_path)
+    status, out, err = _variant_script(["quiz-nosuch", ALICE, "--source", str(source)])
+    assert status == 2 and not out and "没有名为 quiz-nosuch 的作业" in err and ASSIGNMENT in err
+    chapter = source / "ch-x"
+    chapter.mkdir()
+    nb = v4.new_notebook(cells=[v4.new_code_cell("assert 1 + 1 == 2", metadata=_meta("t", grade=True, points=1))])
+    nbformat.write(nb, chapter / "ch-x.ipynb")
+    status, out, err = _variant_script(["ch-x", ALICE, "--source", str(source)])
+    assert status == 2 and "ch-x 不是测验" in err
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_make_variant_as_written(user, tmp_path):
+    """The 教师指南's regrade command, typed from the root of a copy of the checkout, as root and as nobody."""
+    from checkout_copy import as_user, copy_checkout, reachable_tmp
+    from test_documented_commands import _guide_command, _plain_env
+
+    from grading.analysis.loading import grade_call
+
+    if user != "root" and os.geteuid() != 0:
+        pytest.skip("切换到普通用户 nobody 需要 root")
+    command = _guide_command(r"make variant ASSIGNMENT=\S+ STUDENT=\S+")
+    assignment, student = (part.split("=")[1] for part in command.split()[2:])
+    with reachable_tmp() as tmp:
+        copy = copy_checkout(tmp / "repo", owner=None if user == "root" else user)
+        argv = ["bash", "-c", command] if user == "root" else as_user(f"cd {copy} && {command}", user=user)
+        run = subprocess.run(argv, cwd=copy, env=_plain_env(), capture_output=True, text=True, timeout=300,
+                             check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith(f"{assignment} · 学生 {student} 的题目版本"), run.stdout[:500]
+    source = nbformat.read(REPO / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    calls = [grade_call(c.source) for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    blocks = run.stdout.split("## 第 ")[1:]
+    assert len(blocks) == len(calls) >= 10
+    for call, block in zip(calls, blocks, strict=True):
+        options = len(call["explanations"])
+        key = variants.canonical_to_shown(call["key"], variants.order(student, assignment, call["number"], options))
+        assert f"正确答案：{key}" in block, block
