@@ -10,6 +10,12 @@ answer.  Run::
 
 (default: every assignment with samples).  ``ch05-softmax``'s samples are
 written from scratch by ``python -m grading.samples`` instead.
+
+A quiz's sample is rebuilt from the release instead (:func:`rebuild`): a new
+locked cell, such as the ``qNN_show`` cell that shows a question's options,
+arrives with it.  A quiz sample is submitted under its folder's name as the
+student id, so its answers are written in the letters that student sees
+(:func:`attnlib.variants.order` gives them); rebuilding keeps them as they are.
 """
 
 from __future__ import annotations
@@ -45,6 +51,17 @@ def refresh(sample: nbformat.NotebookNode, release: nbformat.NotebookNode) -> in
     return changed
 
 
+def rebuild(sample: nbformat.NotebookNode, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The release notebook with the answer (solution) cells of ``sample`` put in, matched by grade id."""
+    answers = {nbgrader_meta(c)["grade_id"]: c.source for c in sample.cells
+               if nbgrader_meta(c).get("solution") and nbgrader_meta(c).get("grade_id")}
+    rebuilt = copy.deepcopy(release)
+    for cell in rebuilt.cells:
+        if nbgrader_meta(cell).get("solution") and nbgrader_meta(cell)["grade_id"] in answers:
+            cell.source = answers[nbgrader_meta(cell)["grade_id"]]
+    return rebuilt
+
+
 def sample_notebooks(assignment: str) -> list[pathlib.Path]:
     """Every readable sample notebook of ``assignment`` (the deliberately broken JSON file is left alone)."""
     return sorted((SAMPLES / assignment).glob(f"*/{assignment}.ipynb"))
@@ -56,6 +73,13 @@ def main(argv: list[str]) -> int:
         release = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
         for path in sample_notebooks(name):
             sample = nbformat.read(path, as_version=4)
+            if name.startswith("quiz-"):
+                rebuilt = rebuild(sample, release)
+                n = int(rebuilt != sample)
+                if n:
+                    nbformat.write(rebuilt, path)
+                print(f"{path.relative_to(HERE.parent)}: {'已按学生版重建' if n else '没有变化'}")
+                continue
             n = refresh(sample, release)
             if n:
                 nbformat.write(sample, path)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from nbgrader.utils import get_partial_grade
 
 from attnlib import numpy as anp
-from attnlib import quiz
+from attnlib import quiz, variants
 from attnlib import torch as att
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -186,11 +186,15 @@ def hidden_region(source: str) -> str:
 
 
 def grade_call(source: str) -> dict:
-    """The keyword arguments of the ``quiz.grade(...)`` call in a test cell's hidden region."""
+    """The keyword arguments of the ``quiz.grade(...)`` call in a test cell's hidden region.
+
+    Every argument but ``question`` (the name of the question's object, ``Q3``) is a literal.
+    """
     tree = ast.parse(hidden_region(source))
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "quiz.grade"]
     assert len(calls) == 1
-    kwargs = {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords}
+    kwargs = {k.arg: ast.unparse(k.value) if k.arg == "question" else ast.literal_eval(k.value)
+              for k in calls[0].keywords}
     assert ast.unparse(calls[0].args[0]) == "_answer"
     assert isinstance(tree.body[-1], ast.Expr) and tree.body[-1].value is calls[0], "grade() must be the last line"
     return kwargs
@@ -200,18 +204,34 @@ def load(name: str):
     return nbformat.read(ROOT / "solutions" / name / f"{name}.ipynb", as_version=4)
 
 
+SHOW = re.compile(r"^Q\d+\.show\(\)$", re.M)
+
+
+def question_of(show_source: str) -> quiz.Question:
+    """The ``quiz.Question`` a ``qNN_show`` cell defines (run without its ``show()`` line)."""
+    namespace = {"quiz": quiz}
+    exec(SHOW.sub("", show_source), namespace)  # the repository's own notebook cell
+    (question,) = [v for v in namespace.values() if isinstance(v, quiz.Question)]
+    return question
+
+
 def questions(name: str) -> list[dict]:
-    """Per question: grade ids, points, and the hidden grade() arguments of the source notebook."""
+    """Per question: grade ids, points, the hidden grade() arguments and the question of the source notebook.
+
+    ``text`` is the question as the canonical variant reads it: the Markdown cell (heading and stem) and the
+    options, lettered in their written order, as ``Question.show`` displays them without a student.
+    """
     nb = load(name)
     out = []
     cells = nb.cells
     for i, cell in enumerate(cells):
         meta = cell.metadata.get("nbgrader", {})
         if re.fullmatch(r"q\d\d", meta.get("grade_id", "")):
-            test = cells[i + 1]
-            out.append({"id": meta["grade_id"], "answer": cell, "test": test,
-                        "points": test.metadata.nbgrader["points"],
-                        "call": grade_call(test.source), "text": cells[i - 1].source})
+            test, show = cells[i + 1], cells[i - 1]
+            question = question_of(show.source)
+            text = cells[i - 2].source + "\n\n" + question.markdown(question.variant(None))
+            out.append({"id": meta["grade_id"], "answer": cell, "test": test, "show": show, "question": question,
+                        "points": test.metadata.nbgrader["points"], "call": grade_call(test.source), "text": text})
     return out
 
 
@@ -219,18 +239,94 @@ def questions(name: str) -> list[dict]:
 def test_source_notebook_structure(name):
     qs = questions(name)
     assert [q["id"] for q in qs] == [f"q{i:02d}" for i in range(1, 11)]
-    intro = load(name).cells[0].source
+    nb = load(name)
+    intro = nb.cells[0].source
     assert "计分规则" in intro and "max(0" in intro
+    assert "每个人看到的选项顺序不同" in intro and "make lab" in intro and "JupyterHub" in intro
+    assert f'quiz.announce("{name}")' in nb.cells[1].source
     for i, q in enumerate(qs, 1):
         ans, test, call = q["answer"].metadata.nbgrader, q["test"].metadata.nbgrader, q["call"]
+        show, question = q["show"].metadata.nbgrader, q["question"]
         assert ans["solution"] and not ans["grade"]
         assert test["grade"] and not test["solution"] and test["locked"]
+        assert show["grade_id"] == f"q{i:02d}_show" and show["locked"] and not show["grade"] and not show["solution"]
+        assert q["show"].source.rstrip().endswith(f"Q{i}.show()")
+        assert (question.assignment, question.number, question.multi, question.points) == (
+            name, i, call["multi"], call["points"])
+        assert call["question"] == f"Q{i}"
         assert call["points"] == q["points"] == (2 if call["multi"] else 1)
         assert call["number"] == i
         assert set(call["explanations"]) == set("ABCD") and all(len(t) > 10 for t in call["explanations"].values())
+        assert question.letters == "ABCD"
         assert ("多选" if call["multi"] else "单选") in q["text"]
+        assert not re.search(r"^- \*\*[A-H]\.\*\*", q["answer"].source + "".join(
+            c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"q{i:02d}_text"), re.M)
         assert f'answer = "{call["key"]}"' in q["answer"].source
-        assert "take_answer(globals())" in q["test"].source.split("### BEGIN HIDDEN TESTS")[0]
+        visible = q["test"].source.split("### BEGIN HIDDEN TESTS")[0]
+        assert "take_answer(globals())" in visible and f"Q{i}.check(_answer)" in visible
+
+
+# --------------------------------------------------------------------------- per-student option orders
+
+def test_two_students_see_different_option_orders_in_every_question_of_every_quiz():
+    for name in QUIZZES:
+        for q in questions(name):
+            alice, carol = (q["question"].variant(s) for s in ("alice", "carol"))
+            assert alice.order != carol.order, (name, q["id"])
+            assert sorted(alice.order) == sorted(carol.order) == [0, 1, 2, 3]
+            # each sees every option once, lettered A-D in their own order
+            shown = re.findall(r"^- \*\*([A-D])\.\*\* (.+)$", q["question"].markdown(alice), re.M)
+            assert [letter for letter, _ in shown] == list("ABCD")
+            assert [text for _, text in shown] == [q["question"].options[c] for c in alice.order]
+
+
+def test_the_canonical_variant_is_the_written_order(monkeypatch):
+    for var in (variants.ENV_STUDENT, "JUPYTERHUB_USER"):
+        monkeypatch.delenv(var, raising=False)
+    variants.pin(None)
+    for name in QUIZZES:
+        for q in questions(name):
+            question = q["question"]
+            assert question.variant().order == (0, 1, 2, 3) and question.variant().student is None
+            written = re.findall(r"^- \*\*([A-D])\.\*\* (.+)$", question.markdown(), re.M)
+            assert written == list(zip("ABCD", question.options, strict=True))
+            # the instructor's solution is the canonical answer: the canonical variant scores it full marks
+            got = quiz.grade(q["call"]["key"], question=question, key=q["call"]["key"], multi=question.multi,
+                             points=question.points, explanations=q["call"]["explanations"], number=question.number)
+            assert got == question.points
+
+
+def test_a_student_reads_the_feedback_in_their_own_letters(capsys):
+    q = questions("quiz-sdpa")[0]  # key B: "衡量查询与键有多相似"
+    question, call = q["question"], q["call"]
+    variants.pin("alice")
+    try:
+        variant = question.variant()
+        shown_key = variant.shown(call["key"])
+        assert shown_key != call["key"]
+        assert quiz.grade(shown_key, question=question, key=call["key"], explanations=call["explanations"]) == 1
+        out = capsys.readouterr().out
+        assert f"你的答案：{shown_key}" in out and f"正确答案：{shown_key}" in out
+        # the explanation of each option stands beside the letter alice saw it under
+        for position, canonical in enumerate(variant.order):
+            assert f"    {'ABCD'[position]}（" + ("✓" if canonical == 1 else "✗") in out
+            assert call["explanations"]["ABCD"[canonical]] in out.split(f"    {'ABCD'[position]}（")[1].split("\n")[0]
+        # the canonical letters, copied from the written order, lose the point
+        assert quiz.grade(call["key"], question=question, key=call["key"], explanations=call["explanations"]) == 0
+    finally:
+        variants.pin(None)
+
+
+def test_announce_names_whose_order_is_shown(monkeypatch, capsys):
+    for var in (variants.ENV_STUDENT, "JUPYTERHUB_USER"):
+        monkeypatch.delenv(var, raising=False)
+    variants.pin(None)
+    assert quiz.announce("quiz-sdpa") is None
+    assert "标准顺序" in capsys.readouterr().out
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    quiz.announce("quiz-sdpa")
+    out = capsys.readouterr().out
+    assert "alice" in out and "quiz-sdpa" in out and out.count("\n") == 1
 
 
 def test_sdpa_question_5_is_sound():
@@ -389,7 +485,9 @@ def course(tmp_path_factory):
     return course
 
 
-# sample sheet -> expected points per question (the sheets are kept in grading/samples/)
+# sample sheet -> expected points per question (the sheets are kept in grading/samples/). Each sheet is submitted
+# under its folder's name as the student id and holds its answers in the letters that student sees; the comments
+# give them in canonical letters (the written order), in which these scores are easiest to check.
 EXPECTED = {
     "quiz-sdpa": {
         "all-correct": [1, 1, 1, 1, 2, 1, 1, 2, 1, 2],
@@ -422,14 +520,29 @@ EXPECTED = {
         "invalid-answers": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
     },
 }
-TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "source": 13, "blank": 0},
-          "quiz-frontier": {"all-correct": 13, "mixed-formats": 9, "invalid-answers": 1, "source": 13, "blank": 0}}
+TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "blank": 0},
+          "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "blank": 0},
+          "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "blank": 0},
+          "quiz-frontier": {"all-correct": 13, "mixed-formats": 9, "invalid-answers": 1, "blank": 0}}
+#: Submissions whose letters were right for somebody else: the instructor's source (the canonical letters) handed
+#: in by student "source", and all-correct's sheet handed in by student "copied".
+COPIED = {"source": None, "copied": "all-correct"}
+
+
+def copied_scores(name: str, student: str, written_for: str | None) -> list[float]:
+    """Per question, what ``student`` earns with the right answers of ``written_for`` (None: canonical letters)."""
+    scores = []
+    for q in questions(name):
+        question, key = q["question"], q["call"]["key"]
+        letters = question.variant(written_for).shown(key)  # what the sheet says
+        picked = question.variant(student).canonical(letters)  # what it means for the student who hands it in
+        scores.append(quiz.score(picked, key, multi=question.multi, points=question.points))
+    return scores
 
 
 def test_sample_sheets_are_release_notebooks_with_answers():
     for name in QUIZZES:
+        release = nbformat.read(ROOT / "notebooks" / name / f"{name}.ipynb", as_version=4)
         sheets = sorted(p.name for p in (ROOT / "grading" / "samples" / name).iterdir())
         assert sheets == sorted(EXPECTED[name])
         for sheet in sheets:
@@ -437,6 +550,24 @@ def test_sample_sheets_are_release_notebooks_with_answers():
             text = "\n".join(c.source for c in nb.cells)
             assert "HIDDEN TESTS" not in text and "BEGIN SOLUTION" not in text
             assert TOTALS[name][sheet] == pytest.approx(sum(EXPECTED[name][sheet]))
+            # every cell but the answers reads as in the release (the qNN_show cells included)
+            fixed = [(c.cell_type, c.source) for c in nb.cells if not c.metadata.get("nbgrader", {}).get("solution")]
+            assert fixed == [(c.cell_type, c.source) for c in release.cells
+                             if not c.metadata.get("nbgrader", {}).get("solution")], (name, sheet)
+
+
+def test_canonical_letters_copied_lose_points():
+    for name in QUIZZES:
+        for student, written_for in COPIED.items():
+            assert sum(copied_scores(name, written_for, written_for)) == 13  # right for whom they were written
+            got = copied_scores(name, student, written_for)
+            assert sum(got) < 13 - 3, (name, student, got)  # 4 options: a few survive the reshuffle by chance
+
+
+def expected_total(name: str, student: str) -> float:
+    if student in COPIED:
+        return sum(copied_scores(name, student, COPIED[student]))
+    return TOTALS[name][student]
 
 
 def _submissions(course, name) -> dict:
@@ -444,18 +575,38 @@ def _submissions(course, name) -> dict:
     submissions = {"source": course.path("solutions", name, f"{name}.ipynb"), "blank": release}
     for sheet in EXPECTED[name]:
         submissions[sheet] = ROOT / "grading" / "samples" / name / sheet / f"{name}.ipynb"
+    submissions["copied"] = submissions["all-correct"]
     return submissions
+
+
+def _autograde_pins_the_submitter() -> bool:
+    """Whether the course's autograde steps grade each submission as its submitter (``grading/variants.py``)."""
+    from nbgrader.preprocessors import Execute
+
+    from grading.nbgrader_autograde import autograde_steps
+
+    return any(getattr(step, "__name__", "") == "PinStudent" for step in autograde_steps(Execute))
 
 
 @pytest.fixture(scope="module")
 def graded(course):
-    """Both quizzes submitted by the source, a blank sheet and every kept sample; autograded; feedback made."""
+    """Every quiz submitted by the source, a blank sheet, every kept sample and a copy; autograded; feedback made.
+
+    Each submission is graded as its student: by the course's own autograde steps where they pin the submitter
+    (one ``autograde`` per quiz), else one ``autograde`` per student with ``ATTNLIB_STUDENT`` set to the student id.
+    """
+    pinned = _autograde_pins_the_submitter()
     for name in QUIZZES:
         for student, path in _submissions(course, name).items():
             dest = course.path("submitted", student, name)
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, dest / f"{name}.ipynb")
-        course.nbgrader("autograde", name, "--force")
+            if not pinned:
+                with pytest.MonkeyPatch.context() as env:
+                    env.setenv(variants.ENV_STUDENT, student)
+                    course.nbgrader("autograde", name, "--student", student, "--force")
+        if pinned:
+            course.nbgrader("autograde", name, "--force")
         course.nbgrader("generate_feedback", name, "--force")
     return course
 
@@ -483,11 +634,13 @@ def test_autograde_source_blank_and_samples(graded, name):
         for student in submissions:
             sub = gb.find_submission(name, student)
             assert sub.max_score == 13
-            assert sub.score == pytest.approx(TOTALS[name][student], abs=1e-9), student
-            if student in EXPECTED[name]:
+            assert sub.score == pytest.approx(expected_total(name, student), abs=1e-9), student
+            per_question = EXPECTED[name].get(student) or (
+                copied_scores(name, student, COPIED[student]) if student in COPIED else None)
+            if per_question:
                 nb = gb.find_submission_notebook(name, name, student)
                 got = {g.name: g.score for g in nb.grades if g.name.endswith("_test")}
-                want = {f"q{i:02d}_test": s for i, s in enumerate(EXPECTED[name][student], 1)}
+                want = {f"q{i:02d}_test": s for i, s in enumerate(per_question, 1)}
                 assert got == pytest.approx(want, abs=1e-9), student
 
     for student in submissions:
@@ -499,11 +652,17 @@ def test_autograde_source_blank_and_samples(graded, name):
             for expl in call["explanations"].values():
                 assert expl.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
         assert html.count("正确答案：") == 10
+        # the feedback speaks in the letters this student saw, and says whose order they were
+        assert re.findall(r"正确答案：([A-D]+)", html) == [
+            q["question"].variant(student).shown(q["call"]["key"]) for q in questions(name)], student
+        assert f"显示的是学生 {student} 的选项顺序" in html
     mixed = course.path("feedback", "mixed-formats", name, f"{name}.html").read_text(encoding="utf-8")
     assert "部分正确" in mixed
     invalid = course.path("feedback", "invalid-answers", name, f"{name}.html").read_text(encoding="utf-8")
     assert "无效的字符" in invalid and "没有找到变量 answer" in invalid
     assert math.isclose(sum(EXPECTED[name]["all-correct"]), 13)
+    right = course.path("feedback", "all-correct", name, f"{name}.html").read_text(encoding="utf-8")
+    assert re.findall(r"你的答案：([A-D]+)", right) == re.findall(r"正确答案：([A-D]+)", right)
 
 
 @pytest.mark.grading

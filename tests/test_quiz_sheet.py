@@ -63,3 +63,47 @@ def test_the_solutions_keep_the_key_only_inside_the_solution_region():
         nb = nbformat.read(ROOT / "solutions" / name / f"{name}.ipynb", as_version=4)
         for cell in _answer_cells(nb):
             assert re.fullmatch(r'### BEGIN SOLUTION\nanswer = "[A-D]+"\n### END SOLUTION', cell.source), cell.source
+
+
+def _grade_id(cell) -> str:
+    return cell.metadata.get("nbgrader", {}).get("grade_id", "")
+
+
+@pytest.mark.parametrize("name", QUIZZES)
+def test_every_question_shows_its_options_from_a_locked_cell(released, name):
+    """Heading and stem in Markdown, then the locked cell that shows the options in the student's order."""
+    nb = released[name]
+    ids = [_grade_id(c) for c in nb.cells]
+    assert ids[:2] == ["intro", "setup"] and f'quiz.announce("{name}")' in nb.cells[1].source
+    for n in range(1, 11):
+        i = ids.index(f"q{n:02d}_text")
+        assert ids[i:i + 4] == [f"q{n:02d}_text", f"q{n:02d}_show", f"q{n:02d}", f"q{n:02d}_test"]
+        text, show, test = nb.cells[i], nb.cells[i + 1], nb.cells[i + 3]
+        assert text.source.startswith(f"## 第 {n} 题（") and "- **A.**" not in text.source
+        meta = show.metadata["nbgrader"]
+        assert show.cell_type == "code" and meta["locked"] and not meta["grade"] and not meta["solution"]
+        assert show.source.startswith(f'Q{n} = quiz.Question("{name}", {n}, ') and show.source.endswith(f"Q{n}.show()")
+        assert f"Q{n}.check(_answer)" in test.source and "quiz.grade" not in test.source
+
+
+@pytest.mark.parametrize("name", QUIZZES)
+def test_the_released_cells_show_each_student_their_own_order(released, name, monkeypatch):
+    """Run the setup and show cells of the release as a student would: the options come in that student's order."""
+    from attnlib import variants
+
+    cells = [c for c in released[name].cells if _grade_id(c) == "setup" or _grade_id(c).endswith("_show")]
+    orders = {}
+    for student in ("alice", "carol"):
+        monkeypatch.setenv("JUPYTERHUB_USER", student)
+        shown = []
+        namespace = {}
+        monkeypatch.setattr(quiz.Question, "show", lambda self, shown=shown: shown.append(
+            (self.markdown(), self.variant().order)))
+        for cell in cells:
+            exec(cell.source, namespace)  # the release's own locked cells
+        assert len(shown) == 10
+        for text, _ in shown:
+            assert re.findall(r"^- \*\*([A-D])\.\*\*", text, re.M) == list("ABCD")
+        orders[student] = [order for _, order in shown]
+        assert variants.student_id() == student
+    assert all(a != b for a, b in zip(orders["alice"], orders["carol"], strict=True))
