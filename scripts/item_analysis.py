@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from grading.item_analysis import write_report  # noqa: E402
+from grading.analysis.item_page import write_report  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -21,21 +21,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import nbformat
 import numpy as np
 import pytest
 from assignments import with_cells
 
-from attnlib import quiz
-from grading import item_analysis as ia
+from attnlib import quiz, variants
+from grading.analysis import item_page, items, loading
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUIZ, CHAPTER = "quiz-sdpa", "ch05-softmax"
 N_STUDENTS = 44
 TIMED_OUT = "s98-timeout"  # a 45th sheet: question 1's answer cell never gets past an endless loop
 CHAPTER_SAMPLES = ("correct", "partial", "crash", "blank", "broken_json")
-GRADE_CALL = re.compile(r'quiz\.grade\(_answer, number=(\d+), multi=(True|False), points=(\d+), key="([A-D]+)"')
+# a question with per-student variants passes its Question first (question=Q1): the key is canonical
+GRADE_CALL = re.compile(r'quiz\.grade\(_answer, (?P<question>question=Q\d+, )?number=(\d+), multi=(True|False), '
+                        r'points=(\d+), key="([A-D]+)"')
 
 
 # --------------------------------------------------------------------------- reading answers without running them
@@ -49,24 +52,24 @@ GRADE_CALL = re.compile(r'quiz\.grade\(_answer, number=(\d+), multi=(True|False)
     ('# YOUR CODE HERE\nraise NotImplementedError()\nanswer = "A"', quiz.MISSING),
     ("x = 1", quiz.MISSING),
     ('answer = "A"(', quiz.MISSING),
-    ('answer = "".join(["A"])', ia.UNREADABLE),
+    ('answer = "".join(["A"])', loading.UNREADABLE),
 ])
 def test_answer_value_reads_the_literal_a_run_would_assign(source, expected):
-    got = ia.answer_value(source)
-    assert got is expected if expected in (quiz.MISSING, ia.UNREADABLE) else got == expected
+    got = loading.answer_value(source)
+    assert got is expected if expected in (quiz.MISSING, loading.UNREADABLE) else got == expected
 
 
-ITEM = ia.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
+ITEM = loading.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
 
 
 @pytest.mark.parametrize(("value", "status", "letters"), [
     ("b", "valid", "B"), ("Ａ，Ｃ", "valid", "AC"), (["d"], "valid", "D"), ("AB", "valid", "AB"),
     ("", "blank", ""), ("  ", "blank", ""), ([], "blank", ""), (quiz.MISSING, "blank", ""),
     ("Z", "invalid", ""), ("AA", "invalid", ""), (1, "invalid", ""), (None, "invalid", ""),
-    (ia.UNREADABLE, "invalid", ""),
+    (loading.UNREADABLE, "invalid", ""),
 ])
 def test_read_choice_uses_the_course_parser(value, status, letters):
-    assert ia.read_choice(value, ITEM) == ia.Choice(status, frozenset(letters))
+    assert loading.read_choice(value, ITEM) == loading.Choice(status, frozenset(letters))
 
 
 def test_grade_call_reads_the_key_of_every_source_question():
@@ -74,40 +77,54 @@ def test_grade_call_reads_the_key_of_every_source_question():
     tests = [c for c in nb.cells if re.fullmatch(r"q\d\d_test", c.metadata.get("nbgrader", {}).get("grade_id", ""))]
     assert len(tests) == 10
     for cell in tests:
-        number, multi, points, key = GRADE_CALL.search(cell.source).groups()
-        call = ia.grade_call(cell.source)
+        _, number, multi, points, key = GRADE_CALL.search(cell.source).groups()
+        call = loading.grade_call(cell.source)
         assert (call["number"], call["multi"], call["points"], call["key"]) == (int(number), multi == "True",
                                                                                    int(points), key)
-    assert ia.grade_call("print(1)") is None and ia.grade_call("def (") is None
+    assert loading.grade_call("print(1)") is None and loading.grade_call("def (") is None
 
 
 def test_point_biserial_is_pearson_and_undefined_for_constants():
     rng = np.random.default_rng(0)
     x, y = rng.random(50) < 0.4, rng.normal(size=50)
-    assert ia.point_biserial(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
-    assert math.isnan(ia.point_biserial(np.zeros(5), y[:5]))
-    assert math.isnan(ia.point_biserial(x[:5], np.ones(5)))
+    assert items.point_biserial(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert math.isnan(items.point_biserial(np.zeros(5), y[:5]))
+    assert math.isnan(items.point_biserial(x[:5], np.ones(5)))
 
 
 def test_histogram_covers_zero_to_max_and_counts_the_maximum():
-    edges, counts = ia.histogram([0, 0.5, 6.99, 13, 13, 12.5], 13)
+    edges, counts = items.histogram([0, 0.5, 6.99, 13, 13, 12.5], 13)
     assert edges[0] == 0 and edges[-1] == 13 and len(counts) == 13
     assert counts.sum() == 6 and counts[0] == 2 and counts[-1] == 3
-    edges, counts = ia.histogram(np.linspace(0, 100, 41), 100)
+    edges, counts = items.histogram(np.linspace(0, 100, 41), 100)
     assert len(counts) == 20 and counts.sum() == 41
 
 
 # --------------------------------------------------------------------------- the generated class
 
 def quiz_keys() -> dict[str, tuple[frozenset, bool, int]]:
-    """Answer cell -> (key letters, multi, points), read from the source notebook's hidden tests."""
+    """Answer cell -> (canonical key letters, multi, points), read from the source notebook's hidden tests."""
     nb = nbformat.read(ROOT / "solutions" / QUIZ / f"{QUIZ}.ipynb", as_version=4)
     keys = {}
     for cell in nb.cells:
         m = GRADE_CALL.search(cell.source)
         if m:
-            keys[f"q{int(m[1]):02d}"] = (frozenset(m[4]), m[2] == "True", int(m[3]))
+            keys[f"q{int(m[2]):02d}"] = (frozenset(m[5]), m[3] == "True", int(m[4]))
     return keys
+
+
+def varied() -> bool:
+    """Whether the quiz shows every student the options in their own order (its hidden calls pass question=)."""
+    nb = nbformat.read(ROOT / "solutions" / QUIZ / f"{QUIZ}.ipynb", as_version=4)
+    return any((m := GRADE_CALL.search(cell.source)) and m["question"] for cell in nb.cells)
+
+
+def shown(student: str, cell: str, letters) -> list[str]:
+    """The letters ``student`` writes for these canonical options: their own order's letters when the quiz varies."""
+    if not varied():
+        return sorted(letters)
+    order = variants.order(student, QUIZ, int(cell[1:]), 4)
+    return sorted(variants.canonical_to_shown("".join(letters), order))
 
 
 def _literal(letters: list[str], rng) -> str:
@@ -170,8 +187,8 @@ def generate_class(seed: int = 20261130, n: int = N_STUDENTS):
                     letters = {str(rng.choice(distractors, p=[0.6, 0.25, 0.15]))}
                     if rng.random() < 0.05:
                         letters.add(str(rng.choice(sorted(set("ABCD") - letters))))  # two letters on a single choice
-                meaning = frozenset(letters)
-                text = f"answer = {_literal(sorted(letters), rng)}"
+                meaning = frozenset(letters)  # canonical options; the sheet holds the letters this student saw
+                text = f"answer = {_literal(shown(student, cell, letters), rng)}"
             sources[student][cell] = head + text
             intended[student][cell] = meaning
     return sources, intended, ability
@@ -188,8 +205,13 @@ def graded_class(tmp_path_factory):
         course.nbgrader("generate_assignment", name, "--force")
     release = nbformat.read(course.path("notebooks", QUIZ, f"{QUIZ}.ipynb"), as_version=4)
     sources, intended, ability = generate_class()
-    key = "".join(sorted(quiz_keys()["q01"][0]))
-    sources[TIMED_OUT] = dict(sources["s00"], q01=f"# 第 1 题\nwhile True:\n    pass\nanswer = {key!r}")
+    key = "".join(shown(TIMED_OUT, "q01", quiz_keys()["q01"][0]))
+    # s00's answers, written in the letters the timed-out student's own orders give them
+    sources[TIMED_OUT] = {
+        cell: text if isinstance(meant, str) else
+        f"# 第 {int(cell[1:])} 题\nanswer = {''.join(shown(TIMED_OUT, cell, meant))!r}"
+        for (cell, text), meant in zip(sources["s00"].items(), intended["s00"].values(), strict=True)}
+    sources[TIMED_OUT]["q01"] = f"# 第 1 题\nwhile True:\n    pass\nanswer = {key!r}"
     intended[TIMED_OUT] = dict(intended["s00"], q01="error")
     ability[TIMED_OUT] = ability["s00"]
     for student, cells in sources.items():
@@ -254,7 +276,7 @@ class Page:
 def quiz_page(graded_class, tmp_path_factory):
     course, _, _ = graded_class
     out = tmp_path_factory.mktemp("report") / "quiz.html"
-    path, analysis = ia.write_report(course.root, QUIZ, out)
+    path, analysis = item_page.write_report(course.root, QUIZ, out)
     return Page(path.read_text(encoding="utf-8")), analysis, path
 
 
@@ -262,7 +284,7 @@ def quiz_page(graded_class, tmp_path_factory):
 def chapter_page(graded_class, tmp_path_factory):
     course, _, _ = graded_class
     out = tmp_path_factory.mktemp("report") / "chapter.html"
-    path, analysis = ia.write_report(course.root, CHAPTER, out)
+    path, analysis = item_page.write_report(course.root, CHAPTER, out)
     return Page(path.read_text(encoding="utf-8")), analysis, path
 
 
@@ -453,31 +475,32 @@ def test_page_renders_in_chromium(quiz_page, tmp_path):
 @pytest.mark.cjk_font
 def test_statistics_of_a_small_hand_made_class():
     """Counts, rates, pending manual grades and a disagreement, on four students, without nbgrader."""
-    single = ia.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
-    multi = ia.QuizItem("q02", "q02_test", 2, frozenset("AC"), "ABCD", True, 2.0)
-    c = ia.Choice
+    single = loading.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
+    multi = loading.QuizItem("q02", "q02_test", 2, frozenset("AC"), "ABCD", True, 2.0)
+    c = loading.Choice
 
     def sub(name, s1, s2, ch1, ch2, written=None):
-        return ia.Submission(name, s1 + s2 + (written or 0.0), {"q01_test": s1, "q02_test": s2, "essay": written},
-                             {"q01": ch1, "q02": ch2})
+        return loading.Submission(name, s1 + s2 + (written or 0.0),
+                                  {"q01_test": s1, "q02_test": s2, "essay": written}, {"q01": ch1, "q02": ch2})
 
-    data = ia.AssignmentData("quiz-x", 5.0, [("q01_test", 1.0), ("q02_test", 2.0), ("essay", 2.0)], [single, multi], [
+    graded = [("q01_test", 1.0), ("q02_test", 2.0), ("essay", 2.0)]
+    data = loading.AssignmentData("quiz-x", 5.0, graded, [single, multi], [
         sub("a", 1.0, 2.0, c("valid", frozenset("B")), c("valid", frozenset("AC")), 2.0),
         sub("b", 0.0, 1.0, c("valid", frozenset("A")), c("valid", frozenset("A"))),
         sub("c", 0.0, 0.0, c("blank"), c("invalid")),
         sub("d", 1.0, 0.0, c("valid", frozenset("AB")), c("valid", frozenset("ABCD")), 1.0),
     ], {"e": "坏文件"})
-    cells = {st.name: st for st in ia.cell_stats(data)}
+    cells = {st.name: st for st in items.cell_stats(data)}
     assert cells["q01_test"].mean == 0.5 and cells["q01_test"].full_rate == 0.5
     assert cells["q02_test"].mean == 0.75 and cells["q02_test"].full_rate == 0.25
     assert cells["q02_test"].distribution == {0.0: 2, 1.0: 1, 2.0: 1}
     assert (cells["essay"].graded, cells["essay"].pending, cells["essay"].mean) == (2, 2, 1.5)
-    q1, q2 = ia.option_stats(data)
+    q1, q2 = items.option_stats(data)
     assert q1.counts == {"A": 2, "B": 2, "C": 0, "D": 0} and (q1.blank, q1.invalid) == (1, 0)
     assert q2.counts == {"A": 3, "B": 1, "C": 2, "D": 1} and (q2.blank, q2.invalid) == (0, 1)
     assert math.isnan(q1.discrimination["C"])
     assert q1.disagree == 1 and q2.disagree == 0  # "AB" on a single choice scores 0, the gradebook says 1
-    page = ia.render_html(ia.analyse(data))
+    page = item_page.render_html(items.analyse(data))
     assert "有 1 份答案按笔记本里的文字读出的结果与成绩库的得分不一致" in page
     assert 'id="unreadable" data-count="1"' in page and "坏文件" in page and 'data-count="4"' in page
     assert "<script" not in page and page.count("data:image/png;base64,") == 3
@@ -485,14 +508,14 @@ def test_statistics_of_a_small_hand_made_class():
 
 def test_a_damaged_autograded_notebook_is_a_reason_not_a_crash(tmp_path):
     (tmp_path / "quiz-x.ipynb").write_text('{"cells": [', encoding="utf-8")
-    sources, reason = ia._read_autograded(tmp_path, ["quiz-x"])
+    sources, reason = loading.read_autograded(tmp_path, ["quiz-x"])
     assert sources == {} and "无法读取" in reason
-    sources, reason = ia._read_autograded(tmp_path, ["other"])
+    sources, reason = loading.read_autograded(tmp_path, ["other"])
     assert sources == {} and "没有自动评分后的笔记本" in reason
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('answer = "C"', metadata={
         "nbgrader": {"grade_id": "q01", "solution": True, "grade": False}})])
     nbformat.write(nb, str(tmp_path / "good.ipynb"))
-    assert ia._read_autograded(tmp_path, ["good"]) == ({"good": {"q01": 'answer = "C"'}}, None)
+    assert loading.read_autograded(tmp_path, ["good"]) == ({"good": {"q01": 'answer = "C"'}}, None)
 
 
 # --------------------------------------------------------------------------- issue 19, item 10
@@ -510,38 +533,39 @@ def _timeout_output():
 
 @pytest.mark.parametrize(("source", "outputs", "score", "want"), [
     # the loop runs first: the kernel never got "B"; the gradebook says 0
-    ('while True:\n    pass\nanswer = "B"', [_timeout_output()], 0.0, ia.Choice("error", error="CellTimeoutError")),
+    ('while True:\n    pass\nanswer = "B"', [_timeout_output()], 0.0,
+     loading.Choice("error", error="CellTimeoutError")),
     # the answer line ran before the timeout: the text is what was graded
-    ('answer = "B"\nwhile True:\n    pass', [_timeout_output()], 1.0, ia.Choice("valid", frozenset("B"))),
-    ('answer = "A"\nwhile True:\n    pass', [_timeout_output()], 0.0, ia.Choice("valid", frozenset("A"))),
+    ('answer = "B"\nwhile True:\n    pass', [_timeout_output()], 1.0, loading.Choice("valid", frozenset("B"))),
+    ('answer = "A"\nwhile True:\n    pass', [_timeout_output()], 0.0, loading.Choice("valid", frozenset("A"))),
     # blank whatever happened
-    ('while True:\n    pass\nanswer = ""', [_timeout_output()], 0.0, ia.Choice("blank")),
-    ('answer = "B"', [], 1.0, ia.Choice("valid", frozenset("B"))),
+    ('while True:\n    pass\nanswer = ""', [_timeout_output()], 0.0, loading.Choice("blank")),
+    ('answer = "B"', [], 1.0, loading.Choice("valid", frozenset("B"))),
 ])
 def test_a_failed_answer_cell_is_read_as_graded(source, outputs, score, want):
     cell = nbformat.v4.new_code_cell(source, outputs=outputs)
-    assert ia.graded_choice(cell, ITEM, score) == want
+    assert loading.graded_choice(cell, ITEM, score) == want
 
 
 def test_a_timed_out_test_cell_makes_the_answer_failed_too():
     answer = nbformat.v4.new_code_cell('answer = "B"')
     test = nbformat.v4.new_code_cell("quiz.grade(...)", outputs=[_timeout_output()])
-    assert ia.graded_choice(answer, ITEM, 0.0, test) == ia.Choice("error", error="CellTimeoutError")
+    assert loading.graded_choice(answer, ITEM, 0.0, test) == loading.Choice("error", error="CellTimeoutError")
 
 
 @pytest.mark.cjk_font
 def test_tables_agree_and_the_note_names_the_timeout_on_a_hand_made_class():
     """12 students, 9 chose the key, one timed out on a sheet that says the key: 75% in both tables."""
-    c = ia.Choice
-    subs = [ia.Submission(f"k{i}", 1.0, {"q01_test": 1.0}, {"q01": c("valid", frozenset("B"))}) for i in range(9)]
-    subs += [ia.Submission(f"w{i}", 0.0, {"q01_test": 0.0}, {"q01": c("valid", frozenset("A"))}) for i in range(2)]
-    subs.append(ia.Submission("t", 0.0, {"q01_test": 0.0}, {"q01": c("error", error="CellTimeoutError")}))
-    data = ia.AssignmentData("quiz-x", 1.0, [("q01_test", 1.0)], [ITEM], subs, {}, {"q01_test": "第 1 题"})
-    analysis = ia.analyse(data)
+    c = loading.Choice
+    subs = [loading.Submission(f"k{i}", 1.0, {"q01_test": 1.0}, {"q01": c("valid", frozenset("B"))}) for i in range(9)]
+    subs += [loading.Submission(f"w{i}", 0.0, {"q01_test": 0.0}, {"q01": c("valid", frozenset("A"))}) for i in range(2)]
+    subs.append(loading.Submission("t", 0.0, {"q01_test": 0.0}, {"q01": c("error", error="CellTimeoutError")}))
+    data = loading.AssignmentData("quiz-x", 1.0, [("q01_test", 1.0)], [ITEM], subs, {}, {"q01_test": "第 1 题"})
+    analysis = items.analyse(data)
     (st,), (cell,) = analysis.options, analysis.cells
     assert st.counts["B"] / st.answered == cell.full_rate == 0.75
     assert st.failed == 1 and st.disagree == 0
-    page = Page(ia.render_html(analysis))
+    page = Page(item_page.render_html(analysis))
     rows = page.options("q01")
     assert rows["B"]["count"] == "9" and rows["error"]["count"] == "1"
     text = _visible(page.text)
@@ -598,7 +622,7 @@ def test_the_written_answer_chart_counts_the_pending(chapter_page):
     page, analysis, _ = chapter_page
     written = {st.name: st for st in analysis.cells}["written_shift"]
     assert written.pending >= 3
-    labels, values, colors = ia.distribution_bars(written)
+    labels, values, colors = item_page.distribution_bars(written)
     assert labels[-1] == "待人工批改" and values[-1] == written.pending
     assert sum(values) == written.graded + written.pending == len(analysis.data.submissions)
     assert "灰色的“待人工批改”一栏" in page.text
@@ -606,7 +630,7 @@ def test_the_written_answer_chart_counts_the_pending(chapter_page):
 
 def test_table_headers_do_not_wrap():
     """The page's style keeps every header cell on one line (Chinese would otherwise wrap a character a line)."""
-    style = re.search(r"<style>(.*?)</style>", ia.render_html(ia.analyse(ia.AssignmentData(
+    style = re.search(r"<style>(.*?)</style>", item_page.render_html(items.analyse(loading.AssignmentData(
         "quiz-x", 1.0, [], [], [], {}))), re.S).group(1)
     rule = re.search(r"(?:^|\n)th\s*\{([^}]*)\}", style)
     assert rule and "white-space: nowrap" in rule.group(1), style
@@ -641,8 +665,44 @@ def test_headers_stay_on_one_line_in_chromium(quiz_page, chapter_page, tmp_path,
 
 
 def test_a_correlation_that_rounds_to_zero_is_shown_without_a_sign():
-    from grading import item_analysis
+    from grading.analysis import page
 
-    assert item_analysis._r(-0.001) == "0.00" and item_analysis._r(0.004) == "0.00"
-    assert item_analysis._r(-0.3) == "-0.30" and item_analysis._r(0.25) == "+0.25"
-    assert item_analysis._r(float("nan")) == "—"
+    assert page.corr(-0.001) == "0.00" and page.corr(0.004) == "0.00"
+    assert page.corr(-0.3) == "-0.30" and page.corr(0.25) == "+0.25"
+    assert page.corr(float("nan")) == "—"
+
+
+def test_a_class_that_saw_different_orders_is_counted_in_canonical_options():
+    """Six students, each shown question 1's four options in their own order, each writes the letter they saw.
+
+    Whatever letter a student wrote, the statistics count the canonical option it stood for, and the
+    grade call's ``question=Q1`` (an object, not a literal) is skipped, not a reason to drop the key.
+    """
+    source = ('_answer = quiz.take_answer(globals())\nQ1.check(_answer)\n### BEGIN HIDDEN TESTS\n'
+              'quiz.grade(_answer, question=Q1, number=1, multi=False, points=1, key="B", explanations={\n'
+              '    "A": "a", "B": "b", "C": "c", "D": "d"})\n### END HIDDEN TESTS')
+    call = loading.grade_call(source)
+    assert call["question"] == "Q1" and call["key"] == "B" and call["number"] == 1
+    item = loading.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0, variants="quiz-x")
+    students = [f"stu{i}" for i in range(6)]
+    orders = {s: variants.order(s, "quiz-x", 1, 4) for s in students}
+    assert len(set(orders.values())) > 1, "the students saw different orders"
+    meant = dict(zip(students, "BBBBCA", strict=True))  # four chose the key, one each of two distractors
+    subs = []
+    for s in students:
+        written = variants.canonical_to_shown(meant[s], orders[s])
+        cell = nbformat.v4.new_code_cell(f"answer = {written!r}")
+        choice = loading.graded_choice(cell, item, 1.0 if meant[s] == "B" else 0.0, None, s)
+        assert choice == loading.Choice("valid", frozenset(meant[s])), (s, written)
+        subs.append(loading.Submission(s, float(meant[s] == "B"), {"q01_test": float(meant[s] == "B")},
+                                       {"q01": choice}))
+    written_letters = {variants.canonical_to_shown("B", orders[s]) for s in students if meant[s] == "B"}
+    assert len(written_letters) > 1, "the key's letter differed from student to student"
+    data = loading.AssignmentData("quiz-x", 1.0, [("q01_test", 1.0)], [item], subs, {})
+    (stats,) = items.option_stats(data)
+    assert stats.counts == {"A": 1, "B": 4, "C": 1, "D": 0} and stats.disagree == 0
+    # the same letters read without the orders would scatter the key over several letters
+    plain = loading.QuizItem("q01", "q01_test", 1, frozenset("B"), "ABCD", False, 1.0)
+    raw = [loading.graded_choice(nbformat.v4.new_code_cell(
+        f"answer = {variants.canonical_to_shown(meant[s], orders[s])!r}"), plain, 0.0, None, s) for s in students]
+    assert Counter(next(iter(c.letters)) for c in raw) != Counter(meant.values())
