@@ -706,3 +706,7 @@ def test_a_class_that_saw_different_orders_is_counted_in_canonical_options():
     raw = [loading.graded_choice(nbformat.v4.new_code_cell(
         f"answer = {variants.canonical_to_shown(meant[s], orders[s])!r}"), plain, 0.0, None, s) for s in students]
     assert Counter(next(iter(c.letters)) for c in raw) != Counter(meant.values())
+    page = item_page.render_html(items.analyse(data))
+    assert 'id="canonical"' in page and "源笔记本里的选项顺序" in page
+    assert 'id="canonical"' not in item_page.render_html(items.analyse(loading.AssignmentData(
+        "quiz-x", 1.0, [("q01_test", 1.0)], [plain], subs, {})))

@@ -235,6 +235,10 @@ def render_html(analysis: Analysis) -> str:
                   f'<img id="fig-options" alt="各选项被选人数" src="{_figure_options(analysis.options)}">',
                   "<p>多选题中，一个选项的“选择人数”是答案里包含该选项的人数，所以各行之和可以超过总人数。"
                   "未作答、无效答案不计入任何选项。</p>",
+                  *(['<p class="note" id="canonical">本测验每个学生看到的选项顺序不同。这里的字母 A、B、C……'
+                     "是源笔记本里的选项顺序：每个学生写的字母已按他自己的顺序换算回来再计数，"
+                     "所以一行就是一个选项，不管每个人看到的是哪个字母。</p>"]
+                    if any(item.variants for item in data.items) else []),
                   *_options_tables(analysis)]
     else:
         parts += ["<h2>各练习的得分分布</h2>",
