@@ -15,9 +15,9 @@ import pathlib
 
 from copydetect.utils import highlight_overlap
 
-from grading.analysis.loading import CODE, WRITTEN, load_answers
+from grading.analysis.loading import CODE, LETTERS, WRITTEN, load_answers
 from grading.analysis.page import attr, document, pct
-from grading.analysis.similarity import Pair, Similarity, compare
+from grading.analysis.similarity import RARE, Pair, Similarity, compare
 
 __all__ = ["CSV_COLUMNS", "csv_rows", "render_html", "write_report"]
 
@@ -64,8 +64,9 @@ def _unreadable(sim: Similarity) -> list[str]:
 
 
 def _method(sim: Similarity) -> str:
-    return (
-        '<div class="note" id="method"><p><strong>怎样算相似度：</strong>'
+    kinds = {c.kind for c in sim.answers.cells}
+    text = (
+        "<p><strong>怎样算相似度：</strong>"
         "用 copydetect（与 MOSS 相同的 winnowing 指纹法）比较每两份提交的同一个作答单元。"
         "代码先按 Python 词法切成词元，所有变量名、函数名都换成同一个占位符，"
         "所以只改名字不会降低相似度；发布版笔记本里原有的代码（函数签名、文档字符串、提示）作为模板去掉，"
@@ -73,11 +74,13 @@ def _method(sim: Similarity) -> str:
         "代码与书面作答分开排名。</p>"
         "<p><strong>一句话读法：</strong>分数高只说明值得看一看，不是抄袭的证据：同一道题写法很少的时候，"
         "独立完成的答案也会相似。请对照下方并排显示的代码（黄色为两份共有的片段）再做判断，"
-        "并结合其他证据与学生沟通。</p>"
-        + ("<p><strong>选项字母照抄：</strong>本测验每个学生看到的选项顺序各不相同。两份提交在同一题写了相同的字母，"
-           "而按各自的顺序这两个字母指的是不同的选项，这通常是直接抄了字母；两人都选了同一个少有人选的错误选项"
-           "（不超过全班 10%）是较弱的信号。</p>" if any(c.kind == "letters" for c in sim.answers.cells) else "")
-        + "</div>")
+        "并结合其他证据与学生沟通。</p>") if kinds & {CODE, WRITTEN} else ""
+    if LETTERS in kinds:
+        text += ("<p><strong>选项字母照抄：</strong>本测验每个学生看到的选项顺序各不相同。"
+                 "两份提交在同一题写了相同的字母，而按各自的顺序这两个字母指的是不同的选项，这通常是直接抄了字母；"
+                 f"两人都选了同一个少有人选的错误选项（不超过全班 {RARE:.0%}）是较弱的信号。"
+                 "同样的字母未必是抄的，请结合其他证据再与学生沟通。</p>")
+    return f'<div class="note" id="method">{text}</div>'
 
 
 def _pair_table(pairs: list[Pair], kind: str, labels: dict) -> list[str]:
@@ -147,7 +150,7 @@ def render_html(sim: Similarity) -> str:
         if kind in kinds:
             pairs = sim.code if kind == CODE else sim.written
             parts += [f"<h2>{KIND_NAMES[kind]}相似度排名</h2>", *_pair_table(pairs, kind, labels)]
-    if "letters" in kinds:
+    if LETTERS in kinds:
         parts += ["<h2>选择题：选项字母照抄</h2>", *_letters_table(sim)]
     for kind in (CODE, WRITTEN):
         pairs = sim.code if kind == CODE else sim.written
