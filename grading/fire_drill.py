@@ -32,8 +32,10 @@ breaks one thing):
 | snoop            | correct, then tries to read another student's work, write the gradebook |
 |                  | and the course folder, read the answers, and become root                |
 
-``quiz-sdpa``: ``formats_ok`` writes the right options in every accepted
-format, ``formats_bad`` writes eight questions in rejected formats.
+``quiz-sdpa``: ``formats_ok`` writes the right options (in the letters of its
+own variant) in every accepted format, ``formats_bad`` writes eight questions in
+rejected formats, ``copied`` hands in ``formats_ok``'s letters as its own (its
+options are in another order: it loses the questions whose letters differ).
 
 ``snoop``'s cell names the class folder as ``{COURSE}`` and the answers folder
 as ``{SOURCE}``; the test puts in the real paths before submitting, as a
@@ -167,21 +169,36 @@ ACCEPTED = [
 REJECTED = ["2", '"E"', '"答案B"', "None", '""', 'b"B"', '["A", 2]', '"AA"']
 
 
-def quiz_keys() -> dict:
-    """``{question id: key letters}`` read from the quiz's source (the only place the keys live)."""
-    model = model_answers(QUIZ)
-    return {q: re.search(r'^answer = "([A-Z]+)"', src, re.M).group(1) for q, src in model.items()}
+def quiz_keys(student: str | None = None) -> dict:
+    """``{question id: key letters}`` as ``student`` sees them (None: canonical), from the quiz's source.
+
+    The hidden ``quiz.grade(...)`` calls are the only place the keys live; a question with variants
+    (``question=Q1``) shows them in the student's own letters (``attnlib.variants``).
+    """
+    from attnlib import variants
+    from grading.analysis.loading import grade_call
+
+    keys = {}
+    for cell in nbformat.read(SOLUTIONS / QUIZ / f"{QUIZ}.ipynb", as_version=4).cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        call = grade_call(cell.source) if grade_id.endswith("_test") else None
+        if call:
+            order = variants.order(student, QUIZ, call["number"], len(call["explanations"]))
+            keys[grade_id.removesuffix("_test")] = (variants.canonical_to_shown(call["key"], order)
+                                                    if "question" in call else call["key"])
+    return keys
 
 
 def quiz_fixtures() -> dict:
     """``{student: {file name: notebook}}`` of the ``quiz-sdpa`` drill."""
     release = RELEASE / QUIZ / f"{QUIZ}.ipynb"
-    keys = quiz_keys()
-    ok = {q: f"answer = {ACCEPTED[i % len(ACCEPTED)](k)}" for i, (q, k) in enumerate(sorted(keys.items()))}
+    ok = {q: f"answer = {ACCEPTED[i % len(ACCEPTED)](k)}"
+          for i, (q, k) in enumerate(sorted(quiz_keys("formats_ok").items()))}
     bad = {q: f"answer = {REJECTED[i]}" if i < len(REJECTED) else f'answer = "{k}"'
-           for i, (q, k) in enumerate(sorted(keys.items()))}
+           for i, (q, k) in enumerate(sorted(quiz_keys("formats_bad").items()))}
     own = f"{QUIZ}.ipynb"
-    return {"formats_ok": {own: samples.fill(release, ok)}, "formats_bad": {own: samples.fill(release, bad)}}
+    return {"formats_ok": {own: samples.fill(release, ok)}, "formats_bad": {own: samples.fill(release, bad)},
+            "copied": {own: samples.fill(release, ok)}}
 
 
 def write_fixtures(dest: pathlib.Path = FIXTURES) -> list[pathlib.Path]:

@@ -153,6 +153,17 @@ def test_quiz_answers_in_accepted_formats_score_and_rejected_formats_do_not(firs
     assert first["quiz"].ungraded == []
 
 
+def test_letters_copied_from_another_student_lose_the_questions_whose_letters_differ(first):
+    """``copied`` hands in ``formats_ok``'s letters: graded against its own variant, not formats_ok's."""
+    scores = _scores(first["rows"])
+    ok, own = fire_drill.quiz_keys("formats_ok"), fire_drill.quiz_keys("copied")
+    single = [q for q in sorted(ok) if q not in {"q05", "q08", "q10"}]
+    assert any(ok[q] != own[q] for q in single)
+    for q in single:
+        assert scores["copied", f"{q}_test"] == (1.0 if ok[q] == own[q] else 0.0), q
+    assert sum(scores["copied", f"{q}_test"] for q in ok) < sum(scores["formats_ok", f"{q}_test"] for q in ok)
+
+
 def test_a_flood_of_output_is_cut_before_it_reaches_the_gradebook_and_feedback(course, first):
     """10 MB printed in one cell: nbgrader's ``LimitOutput`` keeps the first 1000 lines; the rest is graded."""
     path = course / "autograded" / "flood" / CH05 / f"{CH05}.ipynb"

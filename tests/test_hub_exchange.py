@@ -14,7 +14,10 @@ the ones JupyterLab's nbgrader extensions call:
 * the instructor collects, autogrades, grades the written answer by hand
   (score and comment), autogrades one student again (the marks must stay),
   generates and releases feedback;
-* each student fetches feedback and sees their own result, never the other's.
+* each student fetches feedback and sees their own result, never the other's;
+* then the quiz ``quiz-sdpa``: both students hand in the same letters (student1's right ones), the instructor
+  collects and autogrades; each is graded against their own option order (student2 loses points), and each
+  autograded notebook shows its own student's variant (``grading/variants.py``).
 * as with ``make lab``, each student's JupyterLab loads the Chinese copy of nbgrader's plugin the hub wrote
   at start (``$ATTENTION_HUB_DATA``) and starts in Chinese; the instructor's keeps nbgrader's own plugin.
 
@@ -46,12 +49,13 @@ import psutil
 import pytest
 
 from conftest import ROOT, provision
-from grading import nbgrader_lab, samples
+from grading import fire_drill, nbgrader_lab, samples
 from grading.course import Course
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow, pytest.mark.hub, pytest.mark.timeout(300)]
 
 ASSIGNMENT = "ch05-softmax"
+QUIZ = fire_drill.QUIZ
 COURSE_ID = "attention-zh"
 NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 INSTRUCTOR, RIGHT, WRONG = "instructor", "student1", "student2"
@@ -281,7 +285,7 @@ def start_servers(hub: Hub, users) -> None:
 def prepare_instructor(home: Path, exchange: Path) -> Course:
     """The instructor's home: the course directory with the assignment source, and ``~/.jupyter`` loading its config."""
     course = Course(home / COURSE_ID, {"Exchange.root": str(exchange)})
-    course.add_sources([ASSIGNMENT])
+    course.add_sources([ASSIGNMENT, QUIZ])
     (home / ".jupyter").mkdir(parents=True)
     (home / ".jupyter" / "nbgrader_config.py").write_text(
         f"load_subconfig({str(course.path('nbgrader_config.py'))!r})  # noqa\n", encoding="utf-8")
@@ -295,12 +299,12 @@ def formgrader(hub: Hub, action: str) -> dict:
     return reply
 
 
-def assignments(hub: Hub, student: str, action: str | None = None) -> list:
+def assignments(hub: Hub, student: str, action: str | None = None, assignment: str = ASSIGNMENT) -> list:
     """The student's Assignments panel: the listing, or the listing after ``fetch``/``submit``/``fetch_feedback``."""
     if action is None:
         reply = hub.lab(student, "GET", f"assignments?course_id={COURSE_ID}")
     else:
-        reply = hub.lab(student, "POST", f"assignments/{action}", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        reply = hub.lab(student, "POST", f"assignments/{action}", {"course_id": COURSE_ID, "assignment_id": assignment})
     assert reply["success"], f"{student} 的作业列表（{action or 'list'}）出错：{reply['value']}"
     return reply["value"]
 
@@ -385,6 +389,27 @@ def run_class(hub: Hub, scratch: Path) -> dict:
     return seen
 
 
+def run_quiz(hub: Hub) -> dict:
+    """The quiz through the exchange: both students hand in student1's right letters; collected and autograded."""
+    formgrader(hub, f"assignment/{QUIZ}/assign")
+    formgrader(hub, f"assignment/{QUIZ}/release")
+    letters = fire_drill.quiz_keys(RIGHT)
+    path = f"{QUIZ}/{QUIZ}.ipynb"
+    for student in STUDENTS:
+        assignments(hub, student, "fetch", QUIZ)
+        fetched = nbformat.from_dict(hub.lab(student, "GET", f"api/contents/{path}?content=1")["content"])
+        for cell in fetched.cells:
+            answer = letters.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+            cell.source = f'answer = "{answer}"' if answer else cell.source
+        hub.lab(student, "PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": fetched})
+        assignments(hub, student, "submit", QUIZ)
+    formgrader(hub, f"assignment/{QUIZ}/collect")
+    for student in STUDENTS:
+        formgrader(hub, f"submission/{QUIZ}/{student}/autograde")
+    hub.remember_processes()
+    return {"letters": letters}
+
+
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     """One assignment's term on a real JupyterHub; the hub and everything it started are gone afterwards."""
@@ -396,6 +421,7 @@ def term(tmp_path_factory):
     with running_hub(workdir, homes, exchange) as hub:
         start_servers(hub, (INSTRUCTOR, *STUDENTS))
         seen = run_class(hub, workdir)
+        seen["quiz"] = run_quiz(hub)
     yield {"seen": seen, "course": course, "homes": homes}
 
 
@@ -489,3 +515,23 @@ def test_students_see_nbgrader_and_jupyterlab_in_chinese_as_with_make_lab(term):
     instructor = seen["plugin"][INSTRUCTOR]  # nbgrader's own plugin (formgrader checked above)
     original = json.loads((nbgrader_lab.installed_labextension() / "package.json").read_text(encoding="utf-8"))
     assert instructor["load"] == original["jupyterlab"]["_build"]["load"] != chinese_entry, instructor["load"]
+
+
+def test_the_same_quiz_letters_score_by_each_students_own_order(term):
+    """Both hand in student1's right letters: student1 scores full marks, student2 only where the letters agree."""
+    from nbgrader.api import Gradebook
+
+    ok, own = term["seen"]["quiz"]["letters"], fire_drill.quiz_keys(WRONG)
+    with Gradebook(f"sqlite:///{term['course'].path('gradebook.db')}") as gb:
+        right, wrong = (gb.find_submission(QUIZ, s) for s in STUDENTS)
+        assert right.score == right.max_score == 13.0
+        assert wrong.score < right.score
+        for q in (q for q in ok if q not in {"q05", "q08", "q10"}):  # single choice: all or nothing
+            grade = gb.find_grade(f"{q}_test", QUIZ, QUIZ, WRONG)
+            assert grade.auto_score == (1.0 if ok[q] == own[q] else 0.0), q
+    for student in STUDENTS:
+        nb = nbformat.read(term["course"].path("autograded", student, QUIZ, f"{QUIZ}.ipynb"), as_version=4)
+        shown = {o["metadata"]["attnlib_variant"]["student"] for c in nb.cells for o in c.get("outputs", [])
+                 if "attnlib_variant" in o.get("metadata", {})}
+        assert shown == {student}, (student, shown)
+    assert any(ok[q] != own[q] for q in ok)
