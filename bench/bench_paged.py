@@ -12,12 +12,14 @@ second sequence's in the pool (the two were appended in turns), so its block tab
 consecutive blocks.  Both outputs must agree.  Times are the minimum over rounds, the two interleaved
 (see bench_attention).
 
-The torch ratio is printed, not held to the target: torch's fused kernel reads contiguous keys in one
-pass, and PyTorch has no kernel that reads through a block table (vLLM's CUDA kernel does), so the
-paged path first copies the sequence's blocks out of the pool (one ``index_select`` each for K and V)
-and then runs the same fused kernel; the gather alone is timed too, so the line shows what the copy
-costs.  (Walking the table group by group with an online-softmax merge, as NumPy does, measured about
-11x here; the one copy about 3x, two thirds of it the copy.)
+In torch, one decoding step reads the keys and values where they lie in the pool, with no copy:
+``q . k`` only at the pool rows the block table names (``torch.sparse.sampled_addmm``), then the
+softmax weights as a sparse row times the pool's values (see ``attnlib.torch.paged``).  Its ratio is
+printed with the target but not held to it: the margin is small, and the two paths run different
+kernels (a sampled product and a sparse-dense product against torch's fused attention).  Two more
+timings show why it does not copy: the whole gather alone (``cache.read``: one ``index_select`` each
+for K and V, what a path that copies first pays), and that copy followed by the fused kernel (the
+path several queries at once take, which measured about 3x the contiguous step for one query).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def decode_case(name: str, rounds: int = 11) -> dict:
         contiguous = lambda: fused_attention(q, keys, values, None, False, (H,))  # noqa: E731
     fns = {"paged": lambda: mod.paged_attention(q, cache, seq), "contiguous": contiguous,
            "gather": lambda: cache.read(seq)}
+    if name == "torch":
+        fns["copy_then_fused"] = lambda: fused_attention(q, *cache.read(seq), None, False, (H,))
     same = np.allclose(np.asarray(fns["paged"]()), np.asarray(contiguous()), rtol=1e-4, atol=1e-5)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -81,16 +85,20 @@ def decode_case(name: str, rounds: int = 11) -> dict:
 def main() -> None:
     print(f"paged_attention, one decoding step at {TOKENS:,} cached tokens, blocks of {BLOCK} tokens, "
           f"{H} heads x {D_HEAD}, float32, one CPU thread (NumPy gathers {npaged.GROUP_TOKENS} tokens per group, "
-          f"torch the whole sequence once):")
+          f"torch reads the pool in place):")
     missed = []
     for name in ("numpy", "torch"):
         r = decode_case(name)
         held = name == "numpy"
         ok = r["same"] and (r["ratio"] <= TARGET or not held)
-        verdict = ("ok" if ok else "MISSED") if held else "(printed, not a target)"
+        meets = "meets" if r["ratio"] <= TARGET else "misses"
+        verdict = ("ok" if ok else "MISSED") if held else f"(printed, not held: {meets} it)"
         print(f"  {name:5s} paged {r['paged'] * 1e3:6.2f} ms, contiguous {r['contiguous'] * 1e3:6.2f} ms, "
               f"ratio {r['ratio']:5.2f} (target <= {TARGET}); the whole gather alone {r['gather'] * 1e3:6.2f} ms; "
               f"{r['blocks']} blocks in {r['runs']} runs; same output: {r['same']}  {verdict}")
+        if "copy_then_fused" in r:
+            print(f"        copying the blocks out first, then the fused kernel: {r['copy_then_fused'] * 1e3:6.2f} ms, "
+                  f"ratio {r['copy_then_fused'] / r['contiguous']:5.2f}")
         if not ok:
             missed.append(f"{name} ratio {r['ratio']:.2f}, same {r['same']}")
     assert not missed, "; ".join(missed)

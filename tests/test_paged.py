@@ -78,6 +78,26 @@ def test_paged_attention_equals_attention_over_the_contiguous_keys(backend, smal
     np.testing.assert_allclose(p.attend(q, cache, seq, causal=causal), expected, **tol(np.float64))
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_decoding_step_reads_a_table_whose_blocks_are_out_of_order(backend, small_groups, causal):
+    """Blocks freed by one sequence go to another: its table is not ascending, and its partly filled last block
+    lies before its full ones in the pool (torch answers one query from the pool in place, rows sorted)."""
+    p, rng = Paged(backend), np.random.default_rng(11)
+    cache = p.cache(6, 4)
+    first, second = cache.allocate(), cache.allocate()
+    p.append(cache, first, *tokens(rng, 8))  # blocks 0 and 1
+    k1, v1 = tokens(rng, 12)
+    p.append(cache, second, k1, v1)  # blocks 2, 3, 4; block 5 stays free
+    cache.free(first)  # 0 and 1 return behind 5
+    k2, v2 = tokens(rng, 7)
+    p.append(cache, second, k2, v2)  # block 5 full, then 3 tokens in block 0
+    assert cache.block_table(second) == [2, 3, 4, 5, 0]
+    k, v = np.concatenate([k1, k2], axis=1), np.concatenate([v1, v2], axis=1)
+    q = rng.normal(size=(H, 1, D))
+    np.testing.assert_allclose(p.attend(q, cache, second, causal=causal),
+                               anp.scaled_dot_product_attention(q, k, v)[0], **tol(np.float64))
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 4, 16, 64])
 def test_interleaved_sequences_read_through_their_own_tables(backend, small_groups, block_size):
     """Two sequences appended in turns own interleaved blocks; each still reads and attends to its own tokens."""
