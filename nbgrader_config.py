@@ -70,6 +70,8 @@ c.Execute.error_on_timeout = {
 # every kernel gets the same memory cap as there (a cell asking for far more gets a MemoryError).
 # A re-grade keeps the manual marks and comments of every answer that did not change, and re-opens (with the
 # previous mark named in the comment) those that did (grading/manual_marks.py)
+# Each submission is graded against its own student's quiz variant: the submitter is pinned in every hidden test
+# and the kernel starts as them (ATTNLIB_STUDENT); a notebook that showed another variant is named (grading/variants.py)
 c.Autograde.autograde_preprocessors = autograde_steps(LimitedExecute)
 # quiet about a test cell the student left as released (grading/nbgrader_autograde.py)
 c.Autograde.sanitize_preprocessors = sanitize_steps()
