@@ -268,6 +268,11 @@ def test_source_notebook_structure(name):
 
 # --------------------------------------------------------------------------- per-student option orders
 
+def filled(text: str, variant: quiz.Variant) -> str:
+    """``text`` (an option or explanation) as ``variant`` reads it: its ``{name}`` placeholders filled, if any."""
+    return text.format(**variant.values) if variant.values else text
+
+
 def test_two_students_see_different_option_orders_in_every_question_of_every_quiz():
     for name in QUIZZES:
         for q in questions(name):
@@ -277,7 +282,7 @@ def test_two_students_see_different_option_orders_in_every_question_of_every_qui
             # each sees every option once, lettered A-D in their own order
             shown = re.findall(r"^- \*\*([A-D])\.\*\* (.+)$", q["question"].markdown(alice), re.M)
             assert [letter for letter, _ in shown] == list("ABCD")
-            assert [text for _, text in shown] == [q["question"].options[c] for c in alice.order]
+            assert [text for _, text in shown] == [filled(q["question"].options[c], alice) for c in alice.order]
 
 
 def test_the_canonical_variant_is_the_written_order(monkeypatch):
@@ -289,7 +294,8 @@ def test_the_canonical_variant_is_the_written_order(monkeypatch):
             question = q["question"]
             assert question.variant().order == (0, 1, 2, 3) and question.variant().student is None
             written = re.findall(r"^- \*\*([A-D])\.\*\* (.+)$", question.markdown(), re.M)
-            assert written == list(zip("ABCD", question.options, strict=True))
+            canonical = question.variant()
+            assert written == list(zip("ABCD", (filled(o, canonical) for o in question.options), strict=True))
             # the instructor's solution is the canonical answer: the canonical variant scores it full marks
             got = quiz.grade(q["call"]["key"], question=question, key=q["call"]["key"], multi=question.multi,
                              points=question.points, explanations=q["call"]["explanations"], number=question.number)
@@ -647,10 +653,10 @@ def test_autograde_source_blank_and_samples(graded, name):
         html = course.path("feedback", student, name, f"{name}.html").read_text(encoding="utf-8")
         assert "BEGIN HIDDEN TESTS" not in html and "quiz.grade" not in html
         for q in questions(name):
-            call = q["call"]
+            call, variant = q["call"], q["question"].variant(student)
             assert f"第 {call['number']} 题（" in html
             for expl in call["explanations"].values():
-                assert expl.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
+                assert filled(expl, variant).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
         assert html.count("正确答案：") == 10
         # the feedback speaks in the letters this student saw, and says whose order they were
         assert re.findall(r"正确答案：([A-D]+)", html) == [
