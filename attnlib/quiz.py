@@ -33,8 +33,8 @@ from attnlib import variants
 from attnlib.grading import Score, points_text
 
 __all__ = [
-    "InvalidAnswer", "MISSING", "Question", "Variant", "check_format", "format_letters", "grade", "parse_answer",
-    "render_feedback", "score", "take_answer",
+    "InvalidAnswer", "MISSING", "Question", "Variant", "announce", "check_format", "format_letters", "grade",
+    "parse_answer", "render_feedback", "score", "take_answer",
 ]
 
 #: Characters that may separate or follow option letters: spaces, ASCII and Chinese commas, semicolons, full stops
@@ -65,6 +65,21 @@ def take_answer(namespace: dict, name: str = "answer"):
     the previous question's answer.
     """
     return namespace.pop(name, MISSING)
+
+
+def announce(assignment: str) -> None:
+    """Print the one Chinese line saying whose option order this quiz shows.
+
+    The setup cell of every quiz calls it, so a student (and the feedback page) can see which
+    variant the letters refer to: the current student (:func:`attnlib.variants.student_id`), or
+    the canonical order when there is none (``make lab`` with no class).
+    """
+    student = variants.student_id()
+    if student is None:
+        line = f"{assignment}：没有设定学生，显示的是标准顺序的选项（自己用 make lab 做题时就是这样）。"
+    else:
+        line = f"{assignment}：显示的是学生 {student} 的选项顺序，请按你看到的字母作答。"
+    print(line)  # printed, not returned: the setup cell shows no Out[] value
 
 
 def _letters_of(text: str) -> list[str]:
