@@ -26,6 +26,9 @@ exchange and the fire drill all get them), tell it:
 
 Hidden test blocks are removed from feedback (``ClearHiddenTests``), so the
 pinned line never reaches a student.
+
+:func:`student_sheet` prints one student's variant of a quiz with its key, in
+their letters, for a regrade request (``make variant``, ``scripts/variant.py``).
 """
 
 from __future__ import annotations
