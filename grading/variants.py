@@ -259,7 +259,7 @@ def _one_question(quiz, namespace: dict, heading: str, call: dict) -> list[str]:
         drawn = {name: variant.values[name] for name in question.params}
         lines += ["", question.markdown(variant)]
         if drawn:
-            lines.append("本题的数：" + "，".join(f"{name} = {value}" for name, value in drawn.items()))
+            lines += ["", "本题的数：" + "，".join(f"{name} = {value}" for name, value in drawn.items())]
         key = variant.shown(call["key"])
         arguments["question"] = question
     else:
