@@ -449,3 +449,26 @@ def test_make_variant_as_written(user, tmp_path):
         options = len(call["explanations"])
         key = variants.canonical_to_shown(call["key"], variants.order(student, assignment, call["number"], options))
         assert f"正确答案：{key}" in block, block
+
+
+def test_the_variant_sheet_shows_the_students_numbers_in_stem_options_and_explanations():
+    show = ('Q1 = quiz.Question("quiz-num", 1, stem="$d_k = {d}$ 时方差约为多少？", params={"d": [64, 16, 36]},\n'
+            '    derive=lambda v: {"root": int(v["d"] ** 0.5)}, options=["约 {d}", "约 {root}", "约 1"])\n'
+            "Q1.show()")
+    test = ('_answer = quiz.take_answer(globals())\nQ1.check(_answer)\n### BEGIN HIDDEN TESTS\n'
+            'quiz.grade(_answer, question=Q1, number=1, multi=False, points=1, key="A", explanations={\n'
+            '    "A": "{d} 个方差为 1 的项相加", "B": "{root} 是标准差", "C": "缩放以后才是 1"})\n### END HIDDEN TESTS')
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell("from attnlib import quiz", metadata=_meta("setup")),
+        v4.new_markdown_cell("## 第 1 题（单选，1 分）", metadata=_meta("q01_text")),
+        v4.new_code_cell(show, metadata=_meta("q01_show")),
+        v4.new_code_cell('answer = "A"', metadata=_meta("q01", locked=False, solution=True)),
+        v4.new_code_cell(test, metadata=_meta("q01_test", grade=True, points=1))])
+    drawn = {s: variants.draw(s, "quiz-num", 1, {"d": [64, 16, 36]})["d"] for s in ("alice", "bob", "carol", "dave")}
+    student, d = next((s, d) for s, d in drawn.items() if d != 64)  # not the canonical number
+    sheet = grading_variants.student_sheet(nb, "quiz-num", student)
+    key = variants.canonical_to_shown("A", variants.order(student, "quiz-num", 1, 3))
+    assert f"$d_k = {d}$ 时方差约为多少？" in sheet and f"本题的数：d = {d}" in sheet
+    assert f"正确答案：{key}" in sheet and f"{key}（✓ 正确选项）{d} 个方差为 1 的项相加" in sheet
+    assert f"约 {int(d ** 0.5)}" in sheet and f"{int(d ** 0.5)} 是标准差" in sheet
+    assert variants.pinned() is None  # the sheet leaves no pin behind
