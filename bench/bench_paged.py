@@ -15,8 +15,9 @@ consecutive blocks.  Both outputs must agree.  Times are the minimum over rounds
 In torch, one decoding step reads the keys and values where they lie in the pool, with no copy:
 ``q . k`` only at the pool rows the block table names (``torch.sparse.sampled_addmm``), then the
 softmax weights as a sparse row times the pool's values (see ``attnlib.torch.paged``).  Its ratio is
-printed with the target but not held to it: the margin is small, and the two paths run different
-kernels (a sampled product and a sparse-dense product against torch's fused attention).  Two more
+printed with the target but not held to it: it measured 1.27 to 1.49 in five runs on one machine,
+on either side of 1.3, and the two paths run different kernels (a sampled product and a
+sparse-dense product against torch's fused attention).  Two more
 timings show why it does not copy: the whole gather alone (``cache.read``: one ``index_select`` each
 for K and V, what a path that copies first pays), and that copy followed by the fused kernel (the
 path several queries at once take, which measured about 3x the contiguous step for one query).

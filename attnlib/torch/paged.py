@@ -93,10 +93,12 @@ class PagedKVCache(BlockManager):
         and attention does not depend on the order of its keys.
         """
         device, size = self._k.device, self.block_size
+        # 32-bit indices where the pool allows: torch's CPU sparse kernels convert 64-bit ones on every call
+        kind = torch.int32 if self.n_heads * self.n_blocks * size < 2**31 else torch.int64
         ascending = sorted(blocks)  # a table never holds a block twice
-        heads = torch.arange(self.n_heads, device=device)[:, None] * self.n_blocks  # (h, 1)
-        first = (heads + torch.tensor(ascending, device=device)) * size  # (h, blocks): each block's row of slot 0
-        rows = (first[..., None] + torch.arange(size, device=device)).reshape(self.n_heads, -1)  # (h, blocks*size)
+        heads = torch.arange(self.n_heads, device=device, dtype=kind)[:, None] * self.n_blocks  # (h, 1)
+        first = (heads + torch.tensor(ascending, device=device, dtype=kind)) * size  # (h, blocks): slot 0's rows
+        rows = (first[..., None] + torch.arange(size, device=device, dtype=kind)).reshape(self.n_heads, -1)
         filled = n - (len(blocks) - 1) * size  # tokens in the last block, the only one that may be partly filled
         if filled == size:
             return rows
@@ -145,7 +147,7 @@ def decode_in_place(q, cache, rows):
     """
     h, n = rows.shape
     keys, values = cache._pool_rows()  # (h * n_blocks * block_size, d_head) each, views
-    crow = torch.arange(0, h * n + 1, n, device=q.device)  # row h of the pattern: entries h*n .. h*n + n - 1
+    crow = torch.arange(0, h * n + 1, n, device=q.device, dtype=rows.dtype)  # row h: entries h*n .. h*n + n - 1
     cols = rows.reshape(-1)  # (h * n,)
     pattern = sparse_rows(crow, cols, q.new_zeros(h * n), keys.shape[0])
     scores = torch.sparse.sampled_addmm(pattern, q.reshape(h, -1), keys.mT, beta=0.0,
