@@ -153,8 +153,15 @@ def test_quiz_answers_in_accepted_formats_score_and_rejected_formats_do_not(firs
     assert first["quiz"].ungraded == []
 
 
-def test_letters_copied_from_another_student_lose_the_questions_whose_letters_differ(first):
-    """``copied`` hands in ``formats_ok``'s letters: graded against its own variant, not formats_ok's."""
+def test_letters_copied_from_another_student_lose_the_questions_whose_letters_differ(course, first):
+    """``copied`` hands in ``formats_ok``'s letters: graded against its own variant, not formats_ok's.
+
+    Its kernel (sandboxed as root) showed its own variant: the question cells of the autograded notebook say so.
+    """
+    nb = nbformat.read(course / "autograded" / "copied" / QUIZ / f"{QUIZ}.ipynb", as_version=4)
+    shown = {o["metadata"]["attnlib_variant"]["student"] for c in nb.cells for o in c.get("outputs", [])
+             if "attnlib_variant" in o.get("metadata", {})}
+    assert shown == {"copied"}
     scores = _scores(first["rows"])
     ok, own = fire_drill.quiz_keys("formats_ok"), fire_drill.quiz_keys("copied")
     single = [q for q in sorted(ok) if q not in {"q05", "q08", "q10"}]
