@@ -64,12 +64,12 @@ def test_q1_mla_caches_the_latent_and_one_shared_rotated_key(quiz_questions):
     mha.append(0, np.zeros((1, h, 1, d_head), np.float16), np.zeros((1, h, 1, d_head), np.float16))
     right, full = latent.nbytes // 2, mha.nbytes // 2
     assert (right, full) == (d_latent + d_rope, 2 * h * d_head) == (576, 32768)
-    assert round(full / right) == 57 and "1/57" in explanation(q1, "B")
+    assert round(full / right) == 57 and f"远少于多头注意力的 {full} 个" in explanation(q1, "B")
     per_head = d_latent + h * d_rope  # C: a rotated key per head
     twice = 2 * (d_latent + d_rope)  # D: a latent for K and one for V
     numbers = {letter: leading_number(text) for letter, text in options(q1).items()}
     assert numbers == {"A": full, "B": right, "C": per_head, "D": twice}
-    assert f"{per_head - right}" in explanation(q1, "C") and per_head - right == (h - 1) * d_rope
+    assert f"= {per_head} 个数" in explanation(q1, "C") and per_head - right == (h - 1) * d_rope
     # D: every head's key and value are images of the one latent: reconstructing them or absorbing gives one result
     rng = np.random.default_rng(1)
     w = mla_weights(rng, 16, 4, 8, 12, 4, 10)

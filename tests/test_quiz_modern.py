@@ -43,7 +43,10 @@ def options(q) -> dict[str, str]:
 
 
 def explanation(q, letter: str) -> str:
-    return q["call"]["explanations"][letter]
+    """One option's explanation as the canonical variant's feedback reads it (a question's numbers filled in)."""
+    text = q["call"]["explanations"][letter]
+    values = q["question"].variant(None).values
+    return text.format(**values) if values else text
 
 
 def assert_keys_kinds_and_points(quiz_questions, keys: dict[int, str]) -> None:
@@ -271,11 +274,12 @@ def test_q4_alibi_runs_longer_but_steep_heads_see_only_nearby(quiz_questions):
     # D: head 1, distance 40: e^-20 ~ 2e-9 < 1e-8
     a = weight_ratio(slopes[0], 40)
     assert a == pytest.approx(math.exp(-20)) and a < 1e-8 and f"{a:.0e}" == "2e-09"
-    assert "2×10⁻⁹" in explanation(quiz_questions[4], "D")
+    text = explanation(quiz_questions[4], "D")  # 10^-8 = e^-18.4: the exponent 40/2 is past it
+    assert "e^(−40/2)" in text and "10⁻⁸ ≈ e^(−18.4)" in text and round(-math.log(1e-8), 1) == 18.4 < 40 / 2
     # A: head 8, distance 1000: e^(-1000/256) ~ 0.02, far from 1e-8
     b = weight_ratio(slopes[7], 1000)
     assert b == pytest.approx(math.exp(-1000 / 256)) and round(b, 2) == 0.02 and b > 1e-8
-    assert "0.02" in explanation(quiz_questions[4], "A")
+    assert "e^(−1000/256)" in explanation(quiz_questions[4], "A") and 1000 / 256 < 12
     # B: eight different slopes, a geometric series
     assert len(set(slopes)) == 8 and np.allclose(slopes[1:] / slopes[:-1], 0.5)
     # C: the bias is a formula: any length, and a longer sequence's bias starts with the shorter one's
