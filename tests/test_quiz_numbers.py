@@ -1,7 +1,8 @@
 """Quiz questions with per-student numbers: every variant's key checked by code.
 
-A question whose content is a number (a variance, a distance under ALiBi, a group count, a
-cache's size, a crossing length, the waste of paging) draws its numbers per student
+A question whose content is a number (a variance, the projections' parameters of h heads, a
+count of scores, a distance under ALiBi, a group count, a cache's size, a crossing length, the
+waste of paging) draws its numbers per student
 (``quiz.Question(params=, derive=)``).  For EVERY combination of a question's parameters this
 file computes, with attnlib, which options are true, and holds that set against the key of the
 hidden ``quiz.grade(...)`` call (canonical letters, the same for every variant): the right
@@ -31,13 +32,23 @@ from attnlib import quiz, variants
 GIB = 2**30
 
 #: The questions with per-student numbers, by quiz (question numbers).
-NUMERIC = {"quiz-sdpa": (4,), "quiz-qkv": (), "quiz-modern": (4, 5, 6, 7), "quiz-frontier": (1, 7, 8)}
+NUMERIC = {"quiz-sdpa": (4,), "quiz-qkv": (6, 7), "quiz-modern": (4, 5, 6, 7), "quiz-frontier": (1, 7, 8)}
 
 #: Each numeric question as it is written (its canonical variant): the stem, then the options in written order.
 WRITTEN = {
     ("quiz-sdpa", 4): (
         r"设 $q$、$k$ 的各分量相互独立、均值 0、方差 1，$d_k = 64$。**不做缩放**时，点积 $q\cdot k$ 的方差大约是多少？",
         ["约 64", "约 8", "约 1", "约 0"]),
+    ("quiz-qkv", 6): (
+        "一个模型的 $d_{model} = 512$，多头注意力用 $h = 8$ 个头，每个头 $d_k = d_{model} / h = 64$。"
+        "每个头使用各自独立的投影矩阵，根本目的是什么？",
+        ["加快 softmax 的运算速度", "在不同的子空间里捕捉不同的关联模式",
+         "减少模型的总参数量：Q、K、V 的投影从单头时的 786432 个参数减到 98304 个", "取代位置编码"]),
+    ("quiz-qkv", 7): (
+        "序列长度为 $n$ 时，标准自注意力关于 $n$ 的时间复杂度是多少？以一个头要算的注意力分数为例："
+        "$n = 1024$ 时是 1048576 个，$n$ 翻倍到 2048 时是多少个？",
+        ["$O(n)$，线性：2097152 个", "$O(n^3)$，立方：8388608 个", "$O(n^2)$，平方：4194304 个",
+         "$O(1)$，常数：仍是 1048576 个"]),
     ("quiz-modern", 4): (
         "常见说法：“ALiBi 能外推，训练时用短序列，推理时就能在长得多的序列上用好全部上下文。”一个 8 头的模型用 ALiBi，"
         r"第 $h$ 个头的斜率为 $2^{-h}$（$h = 1, \dots, 8$）。考虑某个查询的一行，设所有键缩放后的原始分数都相同。"
@@ -141,6 +152,45 @@ def true_sdpa_4(values, options):
     nearest = min(options, key=lambda letter: abs(number_in(options[letter]) - Fraction(var)))
     assert abs(var - float(number_in(options[nearest]))) < 0.15 * var  # unambiguous: within a few standard errors
     return {nearest}
+
+
+def true_qkv_6(values, options):
+    d_model, h, n = values["d_model"], values["h"], 5
+    rng = np.random.default_rng(d_model + h)
+    x = rng.standard_normal((n, d_model))
+    w_q, w_k, w_v = rng.standard_normal((3, d_model, d_model)) / math.sqrt(d_model)
+    out, weights = anp.multi_head_attention(x, x, w_q, w_k, w_v, np.eye(d_model), h)
+    _, one_head = anp.multi_head_attention(x, x, w_q, w_k, w_v, np.eye(d_model), 1)
+    assert anp.split_heads(x @ w_q, h).shape == (h, n, values["d_k"])
+    # head i reads its own d_k columns of each projection: h heads' weights together are the whole matrix
+    heads_params = 3 * anp.split_heads(w_q, h).size
+    single, shown = (int(number) for number in re.findall(r"\d+", options["C"]))
+    assert single == 3 * w_q.size and shown < single
+    perm = rng.permutation(n)
+    out_p, _ = anp.multi_head_attention(x[perm], x[perm], w_q, w_k, w_v, np.eye(d_model), h)
+    truth = {"A": weights.size < one_head.size,  # h rows of n x n weights to normalise, not fewer
+             "B": not np.allclose(weights[0], weights[1]),  # each head weighs the same tokens its own way
+             "C": heads_params == shown,
+             "D": not np.allclose(out_p, out[perm])}  # still blind to order: positions must come from elsewhere
+    return {letter for letter, true in truth.items() if true}
+
+
+#: The complexity each option of quiz-qkv 7 names, as the power of n.
+POWER = {"$O(n)$": 1, "$O(n^3)$": 3, "$O(n^2)$": 2, "$O(1)$": 0}
+
+
+def true_qkv_7(values, options):
+    n = values["n"]
+    rng = np.random.default_rng(n)
+    scores = {m: anp.attention_scores(*rng.standard_normal((2, m, 1))).size for m in (n, 2 * n)}
+    assert (values["scores"], values["n2"]) == (scores[n], 2 * n)
+    power = math.log2(scores[2 * n] / scores[n])
+    truth = {}
+    for letter, text in options.items():
+        label, count = text.split("，")[0], int(re.search(r"(\d+) 个", text).group(1))
+        assert count == scores[n] * 2 ** POWER[label]  # each option's count is what its own complexity says
+        truth[letter] = POWER[label] == power and count == scores[2 * n]
+    return {letter for letter, true in truth.items() if true}
 
 
 def alibi_ratio(head: int, distance: int) -> float:
@@ -267,7 +317,8 @@ def true_frontier_8(values, options):
     return {letter for letter, pair in pairs.items() if pair == (max_len - used, slots - used)}
 
 
-TRUE = {("quiz-sdpa", 4): true_sdpa_4, ("quiz-modern", 4): true_modern_4, ("quiz-modern", 5): true_modern_5,
+TRUE = {("quiz-sdpa", 4): true_sdpa_4, ("quiz-qkv", 6): true_qkv_6, ("quiz-qkv", 7): true_qkv_7,
+        ("quiz-modern", 4): true_modern_4, ("quiz-modern", 5): true_modern_5,
         ("quiz-modern", 6): true_modern_6, ("quiz-modern", 7): true_modern_7, ("quiz-frontier", 1): true_frontier_1,
         ("quiz-frontier", 7): true_frontier_7, ("quiz-frontier", 8): true_frontier_8}
 
@@ -275,10 +326,10 @@ TRUE = {("quiz-sdpa", 4): true_sdpa_4, ("quiz-modern", 4): true_modern_4, ("quiz
 # --------------------------------------------------------------------------- the tests
 
 def test_the_numeric_questions_are_the_ones_listed(numeric):
-    """Exactly the listed questions draw numbers; 8 of the 40."""
+    """Exactly the listed questions draw numbers; 10 of the 40."""
     drawn = {key for key, entry in numeric.items() if entry["question"].params}
     assert drawn == {key for key, entry in numeric.items() if entry["numeric"]} == set(TRUE) == set(WRITTEN)
-    assert (len(drawn), len(numeric)) == (8, 40)
+    assert (len(drawn), len(numeric)) == (10, 40)
 
 
 @pytest.mark.parametrize("key", sorted(TRUE))
