@@ -113,13 +113,12 @@ def combinations(params: dict):
 
 
 def all_values(entry) -> list[dict]:
-    """The numbers of every variant a student can draw: each combination of params, with what derive adds."""
-    question, namespace = entry["question"], entry["namespace"]
-    if (question.assignment, question.number) == ("quiz-modern", 7):  # question 6's model, with question 7's h_kv
-        return [namespace["with_gqa"](model, kv) for model in combinations(namespace["MODEL"])
-                for kv in question.params["kv"]]
+    """The numbers of every variant a student can draw: each combination of params (and of the params it
+    draws as an earlier question does), with what derive adds."""
+    question = entry["question"]
+    lists = {name: values for other in question.params_from.values() for name, values in other.items()}
     out = []
-    for drawn in combinations(question.params):
+    for drawn in combinations({**lists, **question.params}):
         values = dict(drawn)
         values.update(question.derive(dict(drawn)) if question.derive else {})
         out.append(values)
@@ -373,7 +372,7 @@ def test_two_students_get_different_numbers(numeric, key):
 
 def test_question_7_reads_question_6s_model_of_the_same_student(numeric):
     q6, q7 = numeric["quiz-modern", 6], numeric["quiz-modern", 7]
-    assert q7["namespace"]["MODEL"] == q6["question"].params
+    assert q7["question"].params_from == {6: q6["question"].params}
     seen = set()
     for student in STUDENTS:
         six, seven = q6["question"].variant(student).values, q7["question"].variant(student).values
@@ -385,6 +384,24 @@ def test_question_7_reads_question_6s_model_of_the_same_student(numeric):
         assert q7["question"].variant().values == q7["question"].variant(STUDENTS[1]).values
     finally:
         variants.pin(None)
+
+
+def test_params_from_draws_as_the_other_question_does():
+    """``Question(params_from={n: lists})``: those numbers are question n's for the same student, the rest its own."""
+    model = {"layers": [32, 24, 40, 48], "heads": [32, 64]}
+    first = quiz.Question("quiz-x", 1, options=["{layers}", "b"], params=model)
+    second = quiz.Question("quiz-x", 2, options=["{layers} {kv}", "b"], params={"kv": [8, 4, 2]},
+                           params_from={1: model}, derive=lambda v: {"group": v["heads"] // v["kv"]})
+    alone = quiz.Question("quiz-x", 2, options=["{layers} {kv}", "b"], params={**model, "kv": [8, 4, 2]})
+    assert second.variant(None).values == {"layers": 32, "heads": 32, "kv": 8, "group": 4}  # canonical: first values
+    own, differ = set(), 0
+    for student in STUDENTS:
+        one, two = first.variant(student).values, second.variant(student).values
+        assert {name: two[name] for name in model} == one and two["group"] == two["heads"] // two["kv"]
+        assert two["kv"] == alone.variant(student).values["kv"]  # its own numbers drawn as question 2's
+        differ += {name: alone.variant(student).values[name] for name in model} != one
+        own.add(two["kv"])
+    assert own == {8, 4, 2} and differ > len(STUDENTS) // 2  # drawing under number 2 would not give question 1's
 
 
 def test_derive_names_no_right_option(numeric):
