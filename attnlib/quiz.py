@@ -386,22 +386,32 @@ class Question:
         ``derive(values) -> dict`` of further values computed from the drawn
         ones (e.g. the number each option shows).  It must not compute which
         option is right: that is the hidden test's business.
+    params_from : mapping question number -> (mapping name -> list), optional
+        Parameters drawn as that question of the same assignment draws them
+        (``params_from={6: {...}}`` with question 6's own lists), so a question
+        that goes on about an earlier one's numbers shows each student the
+        numbers they saw there.  ``derive`` receives them with ``params``.
     """
 
     def __init__(self, assignment: str, number: int, *, options, stem: str = "", multi: bool = False,
-                 points: float = 1.0, params: Mapping | None = None, derive=None):
+                 points: float = 1.0, params: Mapping | None = None, derive=None,
+                 params_from: Mapping | None = None):
         if len(options) < 2:
             raise ValueError("一道选择题至少要有两个选项")
         self.assignment, self.number, self.options = assignment, number, list(options)
         self.stem, self.multi, self.points = stem, multi, points
         self.params, self.derive = dict(params or {}), derive
+        self.params_from = {other: dict(lists) for other, lists in (params_from or {}).items()}
         self.letters = variants.LETTERS[: len(self.options)]
 
     def variant(self, student=variants.student_id) -> Variant:
         """The variant of ``student`` (default: the current student, :func:`attnlib.variants.student_id`)."""
         if callable(student):
             student = student()
-        values = variants.draw(student, self.assignment, self.number, self.params)
+        values = {}
+        for other, lists in self.params_from.items():  # the earlier question's draw: its number fixes the values
+            values.update(variants.draw(student, self.assignment, other, lists))
+        values.update(variants.draw(student, self.assignment, self.number, self.params))
         if self.derive is not None:
             values.update(self.derive(dict(values)))
         return Variant(student, variants.order(student, self.assignment, self.number, len(self.options)), values)
