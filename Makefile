@@ -15,7 +15,10 @@
 #   make roster COURSE=dir ROSTER=roster.csv  import a class roster (id, name, email) into the class gradebook
 #   make formgrader COURSE=dir  JupyterLab with the Formgrader on a class folder (nothing written into the checkout)
 #   make report COURSE=dir ASSIGNMENT=quiz-sdpa [OUT=page.html]  item analysis of a graded assignment (offline HTML)
+#   make similarity COURSE=dir ASSIGNMENT=ch05-softmax [OUT=page.html]  ranked similar pairs of submissions
+#                (offline HTML and a CSV next to it, for the instructor only)
 #   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
+#   make variant ASSIGNMENT=quiz-sdpa STUDENT=id  one student's options, letters and key of a quiz (regrades)
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
 #   make lock    rewrite constraints.txt from the current environment
@@ -68,8 +71,18 @@ report: $(STAMP)
 	@test -n "$(ASSIGNMENT)" || { echo "用法：make report ASSIGNMENT=quiz-sdpa COURSE=课程目录 [OUT=页面.html]"; exit 2; }
 	$(PY) scripts/item_analysis.py $(or $(COURSE),.) $(ASSIGNMENT) $(if $(OUT),-o $(OUT))
 
+.PHONY: similarity
+similarity: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make similarity ASSIGNMENT=ch05-softmax COURSE=课程目录 [OUT=页面.html]"; exit 2; }
+	$(PY) scripts/similarity.py $(or $(COURSE),.) $(ASSIGNMENT) $(if $(OUT),-o $(OUT))
+
 lab: $(STAMP)
 	$(PY) scripts/lab.py
+
+.PHONY: variant
+variant: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make variant ASSIGNMENT=quiz-sdpa [STUDENT=学生编号]"; exit 2; }
+	@$(PY) scripts/variant.py $(ASSIGNMENT) $(STUDENT)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

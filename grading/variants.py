@@ -256,7 +256,8 @@ def _one_question(quiz, namespace: dict, heading: str, call: dict) -> list[str]:
     lines = [heading]
     if isinstance(question, quiz.Question):
         variant = question.variant()
-        drawn = {name: variant.values[name] for name in question.params}
+        drawn_names = [name for lists in question.params_from.values() for name in lists] + list(question.params)
+        drawn = {name: variant.values[name] for name in drawn_names}  # an earlier question's numbers first
         lines += ["", question.markdown(variant)]
         if drawn:
             lines += ["", "本题的数：" + "，".join(f"{name} = {value}" for name, value in drawn.items())]

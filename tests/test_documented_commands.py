@@ -151,8 +151,15 @@ REGISTRY: dict[str, dict] = {
     ".venv/bin/python scripts/grade_class.py ch05-softmax --course 课程目录 --strict": _entry(
         f"{HERE}::test_make_grade_class_as_written", "as written"),
     "make report ASSIGNMENT=quiz-sdpa COURSE=课程目录": _entry(f"{HERE}::test_make_report_as_written", "as written"),
+    "make variant ASSIGNMENT=quiz-sdpa STUDENT=alice": _entry(
+        "tests/test_variants_routes.py::test_make_variant_as_written", "as written",
+        "在检出目录的临时副本的根目录里以 root 和普通用户 nobody 输入，逐题核对正确答案的字母"),
     ".venv/bin/python scripts/item_analysis.py 课程目录 quiz-sdpa -o 页面.html": _entry(
         f"{HERE}::test_make_report_as_written", "as written"),
+    "make similarity ASSIGNMENT=ch05-softmax COURSE=课程目录": _entry(
+        "tests/test_similarity.py::test_make_similarity_as_written", "as written"),
+    ".venv/bin/python scripts/similarity.py 课程目录 ch05-softmax -o 页面.html": _entry(
+        "tests/test_similarity.py::test_make_similarity_as_written", "as written"),
     "make lint": _entry(f"{HERE}::test_make_lint_as_written", "as written"),
     "make bench": _entry("", "not run",
                          "全部基准要几分钟、结果随机器而变，不属于测试；只跑一项的写法 make bench BENCH=kv_cache "
