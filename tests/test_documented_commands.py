@@ -303,7 +303,10 @@ def _venv_env(**extra) -> dict:
 
 def _plain_env() -> dict:
     """A login shell's environment: no virtual environment on PATH (``make`` sets up its own)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    # nor an outer make's variables: run inside `make test`, a documented `make X` would otherwise print
+    # make's "Entering directory" lines, which a reader's shell never shows
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     return env
 
