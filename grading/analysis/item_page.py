@@ -56,15 +56,24 @@ def _figure_cells(analysis: Analysis) -> str:
     return png_uri(fig)
 
 
+def _panels(plt, n: int, *, max_cols: int, width: float, height: float):
+    """A figure of ``n`` small charts in rows of at most ``max_cols``; the grid's unused cells hidden.
+
+    Returns the figure and its first ``n`` axes, in reading order.
+    """
+    cols = min(max_cols, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), layout="constrained", squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
 def _figure_options(options: list[OptionStats]) -> str:
     import matplotlib.pyplot as plt
 
-    cols = min(5, len(options))
-    rows = math.ceil(len(options) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(options):]:
-        ax.set_visible(False)
-    for ax, st in zip(axes.flat, options, strict=False):
+    fig, axes = _panels(plt, len(options), max_cols=5, width=2.6, height=2.4)
+    for ax, st in zip(axes, options, strict=True):
         labels = [*st.item.options, "空/无效/出错" if st.failed else "空/无效"]
         values = [st.counts[k] for k in st.item.options] + [st.blank + st.invalid + st.failed]
         colors = ["#55a868" if k in st.item.key else "#c44e52" for k in st.item.options] + ["#999999"]
@@ -101,12 +110,8 @@ def distribution_bars(st: CellStats) -> tuple[list[str], list[int], list[str]]:
 def _figure_distributions(stats: list[CellStats], data: AssignmentData | None = None) -> str:
     import matplotlib.pyplot as plt
 
-    cols = min(4, len(stats))
-    rows = math.ceil(len(stats) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(stats):]:
-        ax.set_visible(False)
-    for ax, st in zip(axes.flat, stats, strict=False):
+    fig, axes = _panels(plt, len(stats), max_cols=4, width=3.0, height=2.5)
+    for ax, st in zip(axes, stats, strict=True):
         labels, values, colors = distribution_bars(st)
         ax.bar(labels, values, color=colors)
         name = _short(data.label(st.name)) if data is not None else st.name
