@@ -23,12 +23,23 @@ Essential checks.  Each exercise exists to teach one point (the mask is
 honoured, the tiles never hold more than a block of scores, ...).  A check of
 that point is marked ``essential=True``; when one fails, the cell earns at
 most a third of its points, however many edge checks pass, and the summary
-names the first essential check that failed.  A failed check's ``hint`` names
-the mistake from what the student's function *did*; :func:`diagnose` picks the
-first matching hint from a list of symptoms::
+names the first essential check that failed.
 
-    hint = diagnose(w, (lambda w: np.allclose(w.sum(axis=-2), 1), "权重按列之和为 1：……"))
-    checks.close(w, want, "权重逐行归一化", essential=True, hint=hint)
+Hints from mistake models.  A failed check always says what it observed (which
+output, at which index, expected against got).  It names a *cause* only through
+a :class:`Mistake`: a plausible mistake with a name, a model that computes what
+that mistake returns on the check's own input, and one Chinese sentence.  The
+sentence is shown only when the student's result equals the model's (within the
+check's tolerance), never because a check failed::
+
+    mistakes = [Mistake("wrong_axis", lambda: anp.softmax(s, axis=-2), "softmax 沿列做了：……")]
+    checks.close(w, want, "权重逐行归一化", essential=True, mistakes=mistakes)
+
+The inputs of a check are chosen so that the expected result and every model
+give pairwise different results; with ``ATTNLIB_GRADING_STRICT=1`` in the
+environment every model is evaluated on every check and a coincidence (or a
+model that fails) raises :class:`MistakeModelError` (``tests/test_wrong_solutions.py``
+runs every assignment so).
 
 Messages are Chinese (learners read them); code and docstrings are English.
 """
@@ -50,8 +61,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
-    "ESSENTIAL_CAP", "FAILED", "Captured", "Checks", "ReferenceCallError", "Score", "capture_stderr", "diagnose",
-    "forbid_reference", "quiet_call", "reference_classes", "reference_functions", "show", "uses_reference",
+    "ESSENTIAL_CAP", "FAILED", "STRICT_ENV", "Captured", "Checks", "Mistake", "MistakeModelError", "ReferenceCallError",
+    "Score", "capture_stderr", "forbid_reference", "quiet_call", "reference_classes", "reference_functions", "same",
+    "show", "uses_reference",
 ]
 
 _BACKENDS = ("attnlib.numpy", "attnlib.torch")
@@ -406,35 +418,72 @@ def _describe_error(exc: BaseException) -> str:
     return f"调用时抛出了异常 {type(exc).__name__}: {exc}"
 
 
-def diagnose(got, *rules) -> str:
-    """The hint of the first rule whose symptom ``got`` shows, or ``""``.
+STRICT_ENV = "ATTNLIB_GRADING_STRICT"
+"""Environment variable: when ``"1"``, every check evaluates all its mistake models and refuses coincidences."""
 
-    Parameters
+
+class MistakeModelError(AssertionError):
+    """An assignment's author error: a mistake model fails, or two results of one check coincide."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One plausible mistake of an exercise, as a check can recognise it.
+
+    Attributes
     ----------
-    got : object
-        What the student's code returned (or any value computed from it).
-    *rules : (callable, str) pairs
-        ``(symptom, hint)``: ``symptom(got)`` is true when the student's result
-        shows that mistake.  A symptom that raises (the result has the wrong
-        type or shape for it) or that is given :data:`FAILED` counts as absent.
-
-    Returns
-    -------
-    str
-        A Chinese hint naming the mistake, for :meth:`Checks.check`'s ``hint``.
+    name : str
+        A short identifier (English, ``snake_case``), recorded in :attr:`Checks.records` and by ``make audit``.
+    model : callable
+        ``model()`` returns what a function making this mistake returns on the check's own input
+        (the same kind of value the check compares: an array, a number, a list ...).
+    says : str
+        One Chinese sentence naming the mistake, shown only when the student's result equals ``model()``.
     """
-    if got is FAILED:
-        return ""
-    for symptom, hint in rules:
-        try:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                shown = bool(symptom(got))
-        except Exception:  # a symptom that does not apply to this result
-            continue
-        if shown:
-            return hint
-    return ""
+
+    name: str
+    model: object
+    says: str
+
+    def output(self):
+        """``model()``, quietly (no warning or NumPy floating-point message reaches stderr)."""
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return self.model()
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV) == "1"
+
+
+def same(a, b, *, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
+    """Whether two results are the same: numeric arrays within tolerances (as :meth:`Checks.close`), else ``==``.
+
+    :data:`FAILED` is the same as nothing.  Containers (tuples, lists, dicts) of arrays are compared
+    element by element.
+    """
+    if a is FAILED or b is FAILED:
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rtol=rtol, atol=atol) for k in a)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and not _numeric(a) and not _numeric(b):
+        return len(a) == len(b) and all(same(x, y, rtol=rtol, atol=atol) for x, y in zip(a, b, strict=True))
+    if _numeric(a) and _numeric(b):
+        return _compare(a, b, rtol, atol) is None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return bool(a == b)
+    except Exception:  # ambiguous or incomparable values are not the same
+        return False
+
+
+def _numeric(value) -> bool:
+    """Whether ``value`` is a numeric array-like (a tensor, an array, a number, a rectangular list of numbers)."""
+    if isinstance(value, bool):
+        return False
+    array = _as_array(value)
+    return isinstance(array, np.ndarray) and array.dtype.kind in "biuf"
 
 
 ESSENTIAL_CAP = 1 / 3
@@ -479,6 +528,7 @@ class Checks:
         self.total = 0
         self.messages: list[str] = []
         self.essential_failed: list[str] = []  # what each failed essential check checked, in order
+        self.records: list[dict] = []  # one per check: what, ok, essential, the matched mistake's name (or None)
         if title:
             print(title)
 
@@ -513,7 +563,7 @@ class Checks:
 
     # -- checks
 
-    def check(self, ok: bool, what: str, *, expected=None, got=None, hint: str = "", needs=None,
+    def check(self, ok: bool, what: str, *, expected=None, got=None, mistakes=(), needs=None,
               essential: bool = False) -> bool:
         """Record one check.
 
@@ -521,11 +571,12 @@ class Checks:
         ----------
         ok : bool
         what : str
-            What is checked, in Chinese (e.g. ``"每行之和为 1"``).
+            What is checked, on which input, in Chinese (e.g. ``"4 个词元、窗口 2：每行之和为 1"``).
         expected, got : object, optional
             Shown in the failure message when given.
-        hint : str, optional
-            A Chinese hint added to the failure message.
+        mistakes : sequence of Mistake, optional
+            Plausible mistakes of this check: a failure names the one whose model returns ``got``
+            (compared with :func:`same`).  Needs ``expected``.
         needs : object, optional
             A result of :meth:`call` this check depends on: when it is
             :data:`FAILED` the check fails whatever ``ok`` says.
@@ -533,8 +584,37 @@ class Checks:
             The check tests the exercise's point (本题要点): when it fails the
             cell earns at most :data:`ESSENTIAL_CAP` of its points.
         """
+        return self._record(ok, what, expected=expected, got=got, mistakes=mistakes, needs=needs,
+                            essential=essential, match=same)
+
+    def close(self, got, expected, what: str, *, rtol: float = 1e-6, atol: float = 1e-9, mistakes=(),
+              essential: bool = False) -> bool:
+        """Check that ``got`` equals the array ``expected`` within tolerances (NaN never equal).
+
+        A failure says where and by how much the result differs; ``mistakes`` and ``essential`` as in
+        :meth:`check` (a mistake is matched within the same tolerances).
+        """
+        problem = _compare(got, expected, rtol, atol)
+
+        def match(a, b):
+            return a is not FAILED and b is not FAILED and _compare(a, b, rtol, atol) is None
+
+        return self._record(problem is None, what, expected=expected, got=got, mistakes=mistakes,
+                            essential=essential, match=match, observed=problem)
+
+    def _record(self, ok, what, *, expected, got, mistakes, essential, match, needs=None, observed=None) -> bool:
+        mistakes = tuple(mistakes)
+        if mistakes and expected is None:
+            raise TypeError(f"检查“{what}”给了 mistakes，却没有给 expected：错误模型要与正确结果比较")
         if needs is FAILED:
-            ok, hint = False, "函数调用失败（原因见上方），无法检查这一项"
+            ok, observed = False, "函数调用失败（原因见上方），无法检查这一项"
+        if _strict() and mistakes:
+            self._audit_models(what, expected, mistakes, match)
+        matched = None
+        if not ok and got is not FAILED and needs is not FAILED:
+            matched = _which_mistake(got, mistakes, match)
+        self.records.append({"what": what, "ok": bool(ok), "essential": essential,
+                             "mistake": matched.name if matched else None})
         self.total += 1
         label = f"【要点】{what}" if essential else what
         if ok:
@@ -546,24 +626,28 @@ class Checks:
         parts = [f"✗ {label}：未通过"]
         if expected is not None or got is not None:
             parts.append(f"\n    期望：{show(expected)}\n    实际：{show(got)}")
-        if hint:
-            parts.append(f"\n    提示：{hint}")
+        if observed:
+            parts.append(f"\n    {observed}")
+        if matched is not None:
+            parts.append(f"\n    提示：你的结果与下面这种错误在这组输入上的结果相同：{matched.says}")
         self._note("".join(parts))
         return False
 
-    def close(self, got, expected, what: str, *, rtol: float = 1e-6, atol: float = 1e-9, hint: str = "",
-              essential: bool = False) -> bool:
-        """Check that ``got`` equals the array ``expected`` within tolerances (NaN never equal).
-
-        ``hint`` (a diagnosis of the mistake) follows the measured difference in
-        the failure message; ``essential`` as in :meth:`check`.
-        """
-        problem = _compare(got, expected, rtol, atol)
-        if problem is None:
-            return self.check(True, what, essential=essential)
-        if hint and got is not FAILED:
-            problem = f"{problem}。{hint}"
-        return self.check(False, what, expected=expected, got=got, hint=problem, essential=essential)
+    @staticmethod
+    def _audit_models(what, expected, mistakes, match) -> None:
+        """Strict mode: every model runs, and no two of (expected, models...) give the same result."""
+        results = [("正确结果", expected)]
+        for mistake in mistakes:
+            try:
+                results.append((mistake.name, mistake.output()))
+            except Exception as exc:
+                raise MistakeModelError(f"检查“{what}”：错误模型 {mistake.name} 自身出错：{type(exc).__name__}: {exc}"
+                                        ) from exc
+        for i, (name_a, a) in enumerate(results):
+            for name_b, b in results[i + 1:]:
+                if match(b, a) or match(a, b):
+                    raise MistakeModelError(f"检查“{what}”：{name_a} 与 {name_b} 在这组输入上结果相同，"
+                                            "提示无法区分它们：换一组输入")
 
     def raises(self, error, func, *args, what: str, essential: bool = False, **kwargs) -> bool:
         """Check that the student's ``func(*args, **kwargs)`` raises ``error`` (an exception class)."""
@@ -577,7 +661,8 @@ class Checks:
             came = _describe_error(exc)
         else:
             came = f"抛出的是 {type(exc).__name__}: {exc}"
-        return self.check(False, what, hint=f"应当抛出 {error.__name__}，实际{came}", essential=essential)
+        return self._record(False, what, expected=None, got=None, mistakes=(), essential=essential, match=same,
+                            observed=f"应当抛出 {error.__name__}，实际{came}")
 
     # -- result
 
@@ -611,6 +696,18 @@ def points_text(x: float) -> str:
     return "0" if text == "-0" else text
 
 
+def _which_mistake(got, mistakes, match):
+    """The one mistake whose model returns ``got``; None when none does, or more than one (then none is named)."""
+    found = []
+    for mistake in mistakes:
+        try:
+            if match(got, mistake.output()):
+                found.append(mistake)
+        except Exception:  # a model that does not apply to this input names nothing
+            continue
+    return found[0] if len(found) == 1 else None
+
+
 def _call_text(func, args, kwargs) -> str:
     name = getattr(func, "__name__", "函数")
     shown = [show(a, 60) for a in args] + [f"{k}={show(v, 60)}" for k, v in kwargs.items()]
@@ -618,11 +715,15 @@ def _call_text(func, args, kwargs) -> str:
 
 
 def _compare(got, expected, rtol: float, atol: float) -> str | None:
-    """Why ``got`` differs from ``expected``, in Chinese, or None when they match."""
+    """What differs between ``got`` and ``expected``, observed and in Chinese, or None when they match.
+
+    The message names no cause: the kind of value, the shape, or the first place where the values differ
+    most (its index, the expected and the returned value there) and how many entries differ.
+    """
     if got is FAILED:
         return "没有结果可比较：函数调用失败（原因见上方）"
     if got is None:
-        return "函数返回了 None，是否忘了写 return？"
+        return "函数返回的是 None（没有返回值）"
     want = np.asarray(expected)
     array = _as_array(got)
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
@@ -635,9 +736,27 @@ def _compare(got, expected, rtol: float, atol: float) -> str | None:
         finite = np.abs(want[np.isfinite(want)]) if want.dtype.kind in "biuf" else np.zeros(0)
         rtol, atol = max(rtol, 100 * eps), max(atol, 100 * eps * float(np.max(finite, initial=1.0)))
     with np.errstate(all="ignore"):
-        if np.isnan(array).any() and not np.isnan(want).any():
-            return "结果中出现了 NaN（数值不稳定，或 0/0）"
-        if np.allclose(array, want, rtol=rtol, atol=atol):
+        a, w = array.astype(float), want.astype(float)
+        wrong = ~np.isclose(a, w, rtol=rtol, atol=atol)
+        if not wrong.any():
             return None
-        worst = float(np.max(np.abs(array.astype(float) - want.astype(float))))
-    return f"数值不一致，最大绝对误差 {worst:.3g}"
+        nan = np.isnan(a) & ~np.isnan(w)
+        if nan.any():
+            where = _index(np.argwhere(nan)[0])
+            return (f"结果中有 {int(nan.sum())} 个 NaN（期望里没有），第一个在下标 {where}："
+                    f"期望 {show(w[tuple(np.argwhere(nan)[0])], 40)}")
+        gap = np.where(wrong, np.abs(a - w), -1.0)
+        gap = np.where(np.isnan(gap), np.inf, gap)
+        worst = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        differ = f"期望 {_number(w[worst])}，实际 {_number(a[worst])}（相差 {_number(abs(a[worst] - w[worst]))}）"
+        if wrong.size == 1:
+            return f"数值不一致：{differ}"
+        return f"{int(wrong.sum())} / {wrong.size} 个数不一致，相差最大的在下标 {_index(worst)} 处：{differ}"
+
+
+def _index(idx) -> str:
+    return "(" + ", ".join(str(int(i)) for i in idx) + ")" if len(idx) != 1 else f"[{int(idx[0])}]"
+
+
+def _number(x) -> str:
+    return f"{float(x):.4g}"

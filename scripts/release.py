@@ -109,8 +109,19 @@ def generate(dest: pathlib.Path, names=None, source: pathlib.Path = SOLUTIONS) -
     return names
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate every assignment, or only those named on the command line (``release.py ch16-gqa``)."""
+    argv = sys.argv[1:] if argv is None else argv
     names = assignments()
+    unknown = sorted(set(argv) - set(names))
+    if unknown:
+        print(f"solutions/ 中没有这些作业：{', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if argv:
+        generate(RELEASE, sorted(argv))
+        for name in sorted(argv):
+            print(f"已生成学生版 notebooks/{name}/")
+        return 0
     stale = sorted(p.name for p in RELEASE.iterdir() if p.is_dir() and p.name not in names) if RELEASE.exists() else []
     for name in stale:  # an assignment removed from solutions/ leaves no orphan behind
         shutil.rmtree(RELEASE / name)

@@ -13,7 +13,7 @@ import pytest
 
 import attnlib.numpy as anp
 from attnlib import grading
-from attnlib.grading import FAILED, Checks, ReferenceCallError, capture_stderr, quiet_call, show, uses_reference
+from attnlib.grading import FAILED, Checks, Mistake, ReferenceCallError, capture_stderr, quiet_call, show, uses_reference
 from attnlib.numpy import softmax as aliased_reference
 
 
@@ -47,12 +47,12 @@ def test_a_failed_essential_check_caps_the_cell_at_a_third_and_is_named(capsys):
     checks = Checks(points=3)
     for i in range(8):
         checks.check(True, f"边界 {i}")
-    checks.check(False, "掩码起作用", essential=True, hint="输出没有随掩码改变")
-    checks.close(np.array([1.0, 0.0]), [0.5, 0.5], "权重逐行归一化", essential=True, hint="权重按列之和为 1")
+    checks.check(False, "掩码起作用", essential=True)
+    checks.close(np.array([1.0, 0.0]), [0.5, 0.5], "权重逐行归一化", essential=True)
     assert checks.score() == pytest.approx(1.0)  # 8/10 of 3 = 2.4, capped at 3/3
     out = capsys.readouterr().out
-    assert "✗ 【要点】掩码起作用：未通过" in out and "提示：输出没有随掩码改变" in out
-    assert "最大绝对误差 0.5。权重按列之和为 1" in out
+    assert "✗ 【要点】掩码起作用：未通过" in out
+    assert "2 / 2 个数不一致，相差最大的在下标 [0] 处：期望 0.5，实际 1（相差 0.5）" in out
     assert "首先未通过的要点检查：掩码起作用" in out and "得分 1 / 3" in out
 
 
@@ -72,15 +72,44 @@ def test_an_essential_failure_keeps_a_lower_partial_score_and_passes_cost_nothin
     assert raised.score() == pytest.approx(1.0) and raised.essential_failed == ["抛出 ValueError"]
 
 
-def test_diagnose_names_the_first_symptom_shown_and_skips_those_that_do_not_apply():
-    w = np.array([[0.2, 0.9], [0.8, 0.1]])
-    rules = ((lambda w: w.shape == (3, 3), "形状"),
-             (lambda w: w["key"], "不适用"),  # raises: skipped
-             (lambda w: np.allclose(w.sum(axis=0), 1), "按列之和为 1"),
-             (lambda w: True, "最后"))
-    assert grading.diagnose(w, *rules) == "按列之和为 1"
-    assert grading.diagnose(FAILED, *rules) == ""
-    assert grading.diagnose(w, (lambda w: False, "无")) == ""
+def test_a_mistake_is_named_only_when_the_result_equals_its_model(capsys):
+    s = np.array([[0.0, 1.0], [2.0, 0.5]])
+    want = anp.softmax(s, axis=-1)
+    mistakes = [Mistake("columns", lambda: anp.softmax(s, axis=0), "softmax 沿列做了"),
+                Mistake("no_exp", lambda: s / s.sum(axis=-1, keepdims=True), "没有取指数")]
+    checks = Checks(points=2)
+    checks.close(anp.softmax(s, axis=0), want, "沿列", mistakes=mistakes, essential=True)
+    checks.close(want + 0.01, want, "差一点", mistakes=mistakes)
+    checks.close(FAILED, want, "失败", mistakes=mistakes)
+    checks.check(False, "计数", expected=3, got=4, mistakes=[Mistake("plus_one", lambda: 4, "多数了一个")])
+    out = capsys.readouterr().out
+    assert out.count("softmax 沿列做了") == 1 and "没有取指数" not in out
+    assert "结果相同：多数了一个" in out
+    assert [r["mistake"] for r in checks.records] == ["columns", None, None, "plus_one"]
+
+
+def test_two_mistakes_that_both_match_name_neither():
+    same_output = [Mistake("a", lambda: np.ones(2), "甲"), Mistake("b", lambda: np.ones(2), "乙")]
+    checks = Checks(points=1)
+    checks.close(np.ones(2), np.zeros(2), "两个模型相同", mistakes=same_output)
+    assert checks.records[0]["mistake"] is None
+
+
+def test_strict_mode_refuses_coinciding_or_failing_models(monkeypatch):
+    monkeypatch.setenv(grading.STRICT_ENV, "1")
+    want = np.array([1.0, 2.0])
+    with pytest.raises(grading.MistakeModelError, match="正确结果 与 doubled"):
+        Checks(points=1).close(want, want, "x", mistakes=[Mistake("doubled", lambda: want * 1.0, "乘了 2")])
+    with pytest.raises(grading.MistakeModelError, match="a 与 b"):
+        Checks(points=1).close(want, want, "x", mistakes=[Mistake("a", lambda: want + 1, "甲"),
+                                                          Mistake("b", lambda: want + 1, "乙")])
+    with pytest.raises(grading.MistakeModelError, match="自身出错"):
+        Checks(points=1).close(want, want, "x", mistakes=[Mistake("broken", lambda: 1 / 0, "甲")])
+    ok = Checks(points=1)
+    ok.close(want, want, "x", mistakes=[Mistake("a", lambda: want + 1, "甲")])
+    assert ok.score() == 1.0
+    with pytest.raises(TypeError, match="expected"):
+        Checks(points=1).check(False, "x", got=1, mistakes=[Mistake("a", lambda: 2, "甲")])
 
 
 def test_float32_answers_are_right_within_their_precision():
@@ -99,9 +128,9 @@ def test_no_checks_scores_zero_and_bad_points_refused():
 
 @pytest.mark.parametrize(("got", "expected", "phrase"), [
     (np.zeros((2, 3)), np.zeros((3, 2)), "形状不对"),
-    (None, [1.0], "return"),
-    (np.array([np.nan, 1.0]), [0.0, 1.0], "NaN"),
-    (np.array([0.2, 0.8]), [0.5, 0.5], "最大绝对误差 0.3"),
+    (None, [1.0], "返回的是 None"),
+    (np.array([np.nan, 1.0]), [0.0, 1.0], "1 个 NaN"),
+    (np.array([0.2, 0.8]), [0.5, 0.5], "2 / 2 个数不一致"),
     ("abc", [1.0], "数值数组"),
     (FAILED, [1.0], "调用失败"),
 ])

@@ -32,6 +32,8 @@ import pathlib
 import pytest
 from nbrun import ROOT, execute, grade_id, is_test_cell, read_kept, source_notebook
 
+from attnlib.grading import STRICT_ENV
+
 WRONG = ROOT / "grading" / "wrong"
 RIGHT = ROOT / "grading" / "right"
 FIXTURES = sorted(WRONG.glob("*/*.py"))
@@ -122,9 +124,14 @@ def test_the_points_that_must_be_essential_are():
 
 
 @pytest.mark.parametrize("assignment", CHAPTER_ASSIGNMENTS)
-def test_the_solution_scores_full_marks_in_this_runner(assignment):
+def test_the_solution_scores_full_marks_and_every_check_tells_its_mistakes_apart(assignment, monkeypatch):
+    """The solution earns every point; in strict mode every mistake model of every check (hidden ones included)
+    runs on the check's input, and the expected result and the models are pairwise different there, so a hint
+    can only name the mistake the student's function behaves as."""
+    monkeypatch.setenv(STRICT_ENV, "1")
     nb = source_notebook(assignment)
-    assert execute(nb)[0] == pytest.approx(_points(nb))
+    scores, printed = execute(nb)
+    assert scores == pytest.approx(_points(nb)), "\n".join(printed.values())
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[_ident(p) for p in FIXTURES])

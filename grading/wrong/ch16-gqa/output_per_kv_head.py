@@ -1,7 +1,7 @@
 # wrong: the queries of a group are averaged first, so there is one output per key/value head instead of per query head
 # caught by: test_grouped_query_attention
 # severity: essential
-# diagnosis: 输出应有 h = 8 个头
+# diagnosis: 应有 h = 8 个头
 # %% grouped_query_attention
 def grouped_query_attention(q, k, v):
     q, k, v = (np.asarray(x) for x in (q, k, v))

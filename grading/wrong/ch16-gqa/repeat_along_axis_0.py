@@ -1,7 +1,7 @@
 # wrong: the key/value heads are repeated along axis 0, right only while there are no batch dimensions
 # caught by: test_grouped_query_attention
 # severity: edge
-# diagnosis: 不能沿第 0 维
+# diagnosis: 调用时抛出了异常
 # %% grouped_query_attention
 def grouped_query_attention(q, k, v):
     q, k, v = (np.asarray(x) for x in (q, k, v))
