@@ -13,7 +13,16 @@ import pytest
 
 import attnlib.numpy as anp
 from attnlib import grading
-from attnlib.grading import FAILED, Checks, Mistake, ReferenceCallError, capture_stderr, quiet_call, show, uses_reference
+from attnlib.grading import (
+    FAILED,
+    Checks,
+    Mistake,
+    ReferenceCallError,
+    capture_stderr,
+    quiet_call,
+    show,
+    uses_reference,
+)
 from attnlib.numpy import softmax as aliased_reference
 
 
