@@ -3,9 +3,12 @@
 Chapter 10's causal linear attention keeps a state ``S_t = S_{t-1} + k_t v_t^T``
 of size ``d_k x d_v`` and reads it with ``o_t = S_t^T q_t``: it only ever adds,
 so writing a second value under the same key leaves the sum of both.  The
-delta rule (DeltaNet: Yang et al., 2024, "Parallelizing Linear Transformers
-with the Delta Rule over Sequence Length") first asks the memory what it holds
-under ``k_t`` and replaces a fraction ``beta_t`` of that by ``v_t``; Gated
+delta rule (Widrow and Hoff's learning rule, used as the fast-weight update of
+DeltaNet by Schlag, Irie and Schmidhuber, 2021, "Linear Transformers Are
+Secretly Fast Weight Programmers"; the chunkwise parallel form is Yang et al.,
+2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence
+Length") first asks the memory what it holds under ``k_t`` and moves that
+answer towards ``v_t`` (a fraction ``beta_t`` of the way for a unit key); Gated
 DeltaNet (Yang, Kautz, Hatamizadeh, 2025) multiplies the old state by a gate
 ``alpha_t`` first, so old memories fade::
 
