@@ -334,9 +334,40 @@ def test_assignment_grades_as_intended(tmp_path):
     }, {
         "delegating": [0, 0, 2],
         # each misses its exercise's point, so a failed essential check caps its cell at a third:
-        # values replaced instead of appended: 26 of the 31 cache checks pass (the keys, lengths, validation do),
+        # values replaced instead of appended: 27 of the 32 cache checks pass (the keys, lengths, validation do),
         # capped at 1; no causal mask: right only where one position arrives at a time (3 of 10, under the cap);
-        # no batch: 5 of 9, capped at 2/3
+        # no batch: 5 of 10, capped at 2/3
         "mixed": [3 / 3, 3 * 3 / 10, 2 / 3],
         "noisy": [3, 3, 2],
     })  # 8 autograded + the written answer (2, by hand)
+
+
+@pytest.mark.grading
+def test_the_bytes_checks_name_only_the_factor_that_is_missing():
+    """In the textbook numbers (32 layers, 32 heads, float16) a dropped item size halves the answer as a dropped
+    factor 2 does, and a dropped head count divides it by 32 as a dropped layer count does: those checks report the
+    numbers and name nothing, and the check whose factors all differ names the one that is missing."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    told = {"bytes_without_itemsize": "没有乘每个数的字节数", "bytes_without_heads": "少了头数",
+            "bytes_without_factor_2": "少了因子 2", "bytes_without_batch": "没有乘批量"}
+    for name, words in told.items():
+        kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+        _, out = execute(nb, replace=kept.cells, hidden=False)
+        printed = out["test_kv_cache_bytes"]
+        hints = [line for line in printed.splitlines() if "提示" in line]
+        assert hints and all(words in line for line in hints), printed
+        assert all(other not in printed for other in [*told.values(), "少了层数"] if other != words), printed
+
+
+@pytest.mark.grading
+def test_reading_past_the_last_layer_is_checked():
+    """read(n_layers) must raise ValueError: an off-by-one range check (<= n_layers) reaches the list and raises
+    IndexError, which the hidden tests now catch."""
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "read_off_by_one.py")
+    scores, out = execute(source_notebook(ASSIGNMENT), replace=kept.cells)
+    assert scores["test_kv_cache"] < 3
+    assert "read(3)" in out["test_kv_cache"] and "实际抛出的是 IndexError" in out["test_kv_cache"]

@@ -324,10 +324,25 @@ def test_assignment_grades_as_intended(tmp_path):
     }, {
         "delegating": [0, 2, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third:
-        # cosine by the query's length only: 15 of the 19 retrieval checks pass (dot, scaled, ties, errors), capped;
+        # cosine by the query's length only: 15 of the 20 retrieval checks pass (dot, scaled, ties, errors), capped;
         # argmax over the targets: 5 of 10 (the square maps and the errors), capped; positions from 0: only the
         # empty decoding, 1 of 16 (the cache-use checks count only when the outputs are right)
         "mixed": [2 / 3, 2 / 3, 4 * 1 / 16],
         "noisy": [2, 2, 4],
     })  # 8 autograded + the written answer (2, by hand)
 
+
+
+@pytest.mark.grading
+def test_a_slice_one_short_is_told_so_and_not_about_cosine():
+    """retrieve(...)[:k - 1] returns one passage too few: every ranking check that names a mistake names this one
+    (the old fallback hint of the cosine check told it that cosine divides by both lengths)."""
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "top_k_minus_one.py")
+    for hidden in (False, True):
+        _, out = execute(source_notebook(ASSIGNMENT), replace=kept.cells, hidden=hidden)
+        printed = out["test_retrieve"]
+        hints = [line for line in printed.splitlines() if "提示" in line]
+        assert len(hints) >= 4 and all("只返回了前 k − 1" in line for line in hints), printed
+        assert "除以两个向量的长度" not in printed and "‖p_i‖" not in printed, printed

@@ -1,7 +1,8 @@
 """Chapter 15 (位置信息): the lesson's claims hold, the self-check is right, the assignment grades.
 
 What its cells leave shows: without a mask the order task is at chance without positions and learned with them,
-with the causal mask it is learned without positions too (deterministically, within the time the brief allows); the
+with the causal mask it is learned without positions too (deterministically; its time is a bench,
+bench/bench_ch15_training.py, never a test); the
 sinusoidal code of p + k is one fixed rotation of the code of p; RoPE's score depends on the offset only, the half
 split is a permutation of features, ALiBi is a finite bias placed before the softmax that a longer sequence extends
 by the same rule, and a cached step must rotate at its true position.
@@ -11,7 +12,6 @@ The self-check's facts are checked with attnlib, and the assignment is generated
 from __future__ import annotations
 
 import re
-import time
 
 import assignments
 import numpy as np
@@ -109,9 +109,9 @@ def test_the_order_blind_model_cannot_tell_a_from_b(chapter):
     assert chapter["moved"]["none"] < 1e-5 and chapter["moved"]["sin"] > 1 and chapter["moved"]["rope"] > 1
 
 
-def _train_again() -> tuple[dict, float]:
+def _train_again() -> dict:
     """The setup and training cells again (the three models, then the causal one), in a fresh namespace: what they
-    glue and how long they took."""
+    glue."""
     every = code_cells(CHAPTER)
     cells = every[:2] + [next(c for c in every if 'train("none", causal=True)' in c)]
     glued, namespace = {}, {"__name__": "__ch15_again__"}
@@ -120,22 +120,20 @@ def _train_again() -> tuple[dict, float]:
     real, threads = myst_nb.glue, torch.get_num_threads()
     myst_nb.glue = lambda name, value, display=True: glued.__setitem__(name, value)
     try:
-        start = time.perf_counter()
         for cell in cells:
             exec(compile(cell, "ch15-positions.md", "exec"), namespace)  # noqa: S102 - our own lesson
-        seconds = time.perf_counter() - start
     finally:
         myst_nb.glue = real
         torch.set_num_threads(threads)
-    return {k: v for k, v in glued.items() if k.startswith("ch15_acc_")}, seconds
+    return {k: v for k, v in glued.items() if k.startswith("ch15_acc_")}
 
 
-def test_the_training_is_deterministic_and_quick(chapter):
-    """A second run gives the same accuracies, and the four trainings take under 25 s on one thread (the lesson's
-    budget is 30 s)."""
-    again, seconds = _train_again()
+def test_the_training_is_deterministic(chapter):
+    """A second run gives the same accuracies.  How long the four trainings take (the lesson's budget is 30 s) is
+    measured by ``make bench`` (bench/bench_ch15_training.py): a wall-clock time depends on the machine's load and
+    is never asserted in a test."""
+    again = _train_again()
     assert len(again) == 4 and again == {k: chapter["glued"][k] for k in again}
-    assert seconds < 25, seconds
 
 
 def test_sinusoidal_codes_relative_only_before_the_projections(chapter):

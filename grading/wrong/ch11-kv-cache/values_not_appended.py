@@ -1,7 +1,7 @@
 # wrong: the keys are appended but the values are replaced: the cache returns every key and only the newest values
 # caught by: test_kv_cache
 # severity: essential
-# diagnosis: 缓存的长度增长了，值却没有存进去
+# diagnosis: append 把这一层原有的值换掉了
 # %% kv_cache
 class KVCache:
     def __init__(self, n_layers, n_heads, d_head):

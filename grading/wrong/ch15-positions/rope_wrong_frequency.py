@@ -1,7 +1,7 @@
 # wrong: the angular frequency base^(-i/d) (the pair's number i over d) instead of base^(-2i/d)
 # caught by: test_rope
 # severity: essential
-# diagnosis: 检查角频率
+# diagnosis: 角频率用成了 base^(−i/d)
 # %% rope
 def rope(x, positions=None, base=10000.0):
     x = np.asarray(x, dtype=float)
