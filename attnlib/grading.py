@@ -624,8 +624,10 @@ class Checks:
         if essential:
             self.essential_failed.append(what)
         parts = [f"✗ {label}：未通过"]
-        if expected is not None or got is not None:
-            parts.append(f"\n    期望：{show(expected)}\n    实际：{show(got)}")
+        if expected is not None:
+            parts.append(f"\n    期望：{show(expected)}")
+        if got is not None:
+            parts.append(f"\n    实际：{show(got)}")
         if observed:
             parts.append(f"\n    {observed}")
         if matched is not None:

@@ -168,3 +168,24 @@ def test_assignment_grades_as_intended(tmp_path):
         # right entropy keeps its 3 points
         "mixed": [1, 0, 3],
     }, tol=1e-9)  # 8 autograded + the written answer (2, by hand)
+
+
+SIGN_FLIPPED = '''
+def row_entropy(weights):
+    w = np.asarray(weights, dtype=float)
+    return np.sum(w * np.log(np.where(w > 0, w, 1.0)), axis=-1)
+'''
+
+
+@pytest.mark.grading
+def test_only_an_entropy_of_the_opposite_sign_is_told_so():
+    """The sign sentence is the model of a result equal to -H: a 0 ln 0 guard whose np.where branches are swapped
+    gives 0 (and nan), not -H, so its feedback names no cause (the old rule told it "熵是负的")."""
+    from nbrun import ROOT, execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    swapped = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "where_branches_swapped.py")
+    _, out = execute(nb, replace=swapped.cells, hidden=False)
+    assert "提示" not in out["test_row_entropy"] and "实际 -0" in out["test_row_entropy"]
+    _, out = execute(nb, replace={"row_entropy": SIGN_FLIPPED}, hidden=False)
+    assert out["test_row_entropy"].count("结果正好是熵的相反数") == 3  # the three visible checks: none is all zero

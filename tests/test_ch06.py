@@ -294,13 +294,29 @@ def test_assignment_grades_as_intended(tmp_path):
         "mixed": assignments.with_cells(source, {"scaled_dot_product_attention": DELEGATION,
                                                  "permutation_gaps": NOISY_GAPS}),
     }, {
-        # A^T V: 5 of 19 checks pass (the pair and the weights; no output is right), under the cap of a third;
+        # A^T V: 6 of 19 checks pass (the pair, the example's four weight checks, the ValueError: no output is right,
+        # and on non-square inputs A^T V raises), under the cap of a third;
         # a class that reseeds for every matrix, on top of the transposed attention: 6 of 14, capped at a third
         # (the w_k draw is essential); weights permuted on their rows only: 3 of 7 (the positions layer's
         # "clearly above 0", the list form and the untouched input), capped at a third (the gaps are essential)
-        "partial": [4 * 5 / 19, 2 * (1 / 3), 2 * (1 / 3)],
+        "partial": [4 * 6 / 19, 2 * (1 / 3), 2 * (1 / 3)],
         # the reference behind the student's name: 0, and the class that calls it keeps its draws and the
         # reproducibility check (7 of 14) but misses forward, so a third; a right answer that prints to stderr
         # and warns keeps its points
         "mixed": [0, 2 * (1 / 3), 2],
     })  # 8 autograded + the written answer (2, by hand)
+
+
+@pytest.mark.grading
+def test_the_max_shift_is_part_of_the_point_as_in_chapter_7():
+    """Exercise 1 asks for scores in the thousands without nan, and its 本题要点 says so: an attention without the
+    max shift is capped here as in chapter 7 (whose point says the same), by a visible check."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    point = next(c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex1_text")
+    assert "分数上千时也不溢出" in point.split("**本题要点**")[1]
+    kept = {ch: read_kept(ROOT / "grading" / "wrong" / ch / "no_max_shift.py") for ch in (ASSIGNMENT, "ch07-parallel")}
+    assert {k.severity for k in kept.values()} == {"essential"}
+    scores, out = execute(nb, replace=kept[ASSIGNMENT].cells, hidden=False)
+    assert scores["test_sdpa"] == pytest.approx(4 / 3) and "个 NaN（期望里没有）" in out["test_sdpa"]

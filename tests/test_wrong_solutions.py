@@ -44,7 +44,7 @@ EPS = 1e-9
 
 # Mistakes that miss the whole point of their exercise: they must stay essential.
 MUST_BE_ESSENTIAL = {
-    "ch06-attention/drops_the_mask", "ch06-attention/fill_minus_1e9", "ch06-attention/softmax_over_the_wrong_axis",
+    "ch06-attention/drops_the_mask", "ch06-attention/no_max_shift", "ch06-attention/fill_minus_1e9", "ch06-attention/softmax_over_the_wrong_axis",
     "ch07-parallel/no_max_shift", "ch08-masks/mask_after_softmax", "ch08-masks/inverted_polarity",
     "ch10-efficiency/tiles_keep_every_block", "ch10-efficiency/window_by_dense_mask",
     "ch11-kv-cache/values_not_appended", "ch11-kv-cache/attend_before_append", "ch11-kv-cache/no_causal_mask",

@@ -1,7 +1,7 @@
 # wrong: exponentiates the scores without subtracting the row maximum: right on small scores, nan once they overflow
 # caught by: test_attention
 # severity: edge
-# diagnosis: 先减去每行的最大值
+# diagnosis: 个 NaN（期望里没有）
 # %% attention
 def attention(q, k, v):
     e = np.exp(scaled_scores(q, k))

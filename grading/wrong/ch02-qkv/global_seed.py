@@ -1,7 +1,7 @@
 # wrong: seeds NumPy's global generator (np.random.seed + randn): other code changes the weights, and it changes theirs
 # caught by: test_self_attention
 # severity: essential
-# diagnosis: 改动了全局的 np.random 状态
+# diagnosis: 旧式的 RandomState 生成器
 # %% self_attention
 class SelfAttention:
     def __init__(self, d_model, d_k, d_v=None, *, seed=0):

@@ -1,7 +1,7 @@
 # wrong: an einsum written for one sentence (n, d_model): every visible case passes, a batch (2, n, d_model) fails
 # caught by: test_qkv_projection
 # severity: essential
-# diagnosis: 批量输入却不对
+# diagnosis: 调用时抛出了异常 ValueError
 # %% qkv_projection
 def qkv_projection(x, w_q, w_k, w_v):
     x = np.asarray(x, dtype=float)

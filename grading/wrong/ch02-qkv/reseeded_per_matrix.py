@@ -1,7 +1,7 @@
 # wrong: a fresh default_rng(seed) for every matrix, so w_q == w_k and the scores become symmetric
 # caught by: test_self_attention
 # severity: essential
-# diagnosis: w_k 与 w_q 完全相同
+# diagnosis: 抽 w_k 时又创建了一次 default_rng(seed)
 # %% self_attention
 class SelfAttention:
     def __init__(self, d_model, d_k, d_v=None, *, seed=0):

@@ -1,7 +1,7 @@
 # wrong: answers the two-loop exercise with one matrix product: the numbers are right, the pairwise loops are not there
 # caught by: test_scores_double_loop
 # severity: essential
-# diagnosis: 本题要求外层遍历查询、内层遍历键
+# diagnosis: 0 个 for 循环
 # %% scores_double_loop
 def scores_double_loop(q, k):
     q = np.asarray(q, dtype=float)

@@ -1,7 +1,7 @@
 # wrong: divides k by its row lengths in place (k /= ...), so the caller's keys come back normalised
 # caught by: test_rank_keys
 # severity: edge
-# diagnosis: 传入的 k 变了
+# diagnosis: 传入的 k 变成了每个键除以自身长度的结果
 # %% rank_keys
 def rank_keys(q, k, by="dot"):
     q = np.asarray(q, dtype=float)

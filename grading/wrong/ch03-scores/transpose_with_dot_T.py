@@ -1,7 +1,7 @@
 # wrong: q @ k.T, which reverses every axis of a batched k instead of swapping the last two (right for 2-D only)
 # caught by: test_scores_matrix
 # severity: essential
-# diagnosis: 只能交换 k 的最后两维
+# diagnosis: 调用时抛出了异常 ValueError
 # %% scores_matrix
 def scores_matrix(q, k):
     q = np.asarray(q, dtype=float)

@@ -1,7 +1,7 @@
 # wrong: draws from an unseeded generator (np.random.default_rng()), so the same seed gives a different result each call
 # caught by: test_dot_product_variance
 # severity: edge
-# diagnosis: 两次调用的结果不同
+# diagnosis: 同一个 seed 给出同一个结果（随机数由 np.random.default_rng(seed) 生成）：未通过
 # %% dot_product_variance
 def dot_product_variance(d_k, n_samples=20_000, seed=0):
     rng = np.random.default_rng()

@@ -1,7 +1,7 @@
 # wrong: exp straight from the formula, without subtracting the maximum: large scores overflow to inf / inf = nan
 # caught by: test_softmax_stable
 # severity: essential
-# diagnosis: 溢出成 inf
+# diagnosis: 个 NaN（期望里没有）
 # %% softmax_stable
 def softmax_stable(x, axis=-1):
     e = np.exp(np.asarray(x, dtype=float))

@@ -1,7 +1,7 @@
 # wrong: applies the permutation to the features (x[:, perm]) instead of the tokens (the rows)
 # caught by: test_permutation
 # severity: essential
-# diagnosis: 打乱的是特征
+# diagnosis: 打乱特征（x 的列，x[:, perm]）
 # %% permutation_gaps
 def permutation_gaps(layer, x, perm):
     x = np.asarray(x, dtype=float)
