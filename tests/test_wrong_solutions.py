@@ -44,23 +44,24 @@ EPS = 1e-9
 
 # Mistakes that miss the whole point of their exercise: they must stay essential.
 MUST_BE_ESSENTIAL = {
-    "ch06-attention/drops_the_mask", "ch06-attention/no_max_shift", "ch06-attention/fill_minus_1e9", "ch06-attention/softmax_over_the_wrong_axis",
-    "ch07-parallel/no_max_shift", "ch08-masks/mask_after_softmax", "ch08-masks/inverted_polarity",
-    "ch10-efficiency/tiles_keep_every_block", "ch10-efficiency/window_by_dense_mask",
+    "ch06-attention/drops_the_mask", "ch06-attention/no_max_shift", "ch06-attention/fill_minus_1e9",
+    "ch06-attention/softmax_over_the_wrong_axis", "ch07-parallel/no_max_shift", "ch08-masks/mask_after_softmax",
+    "ch08-masks/inverted_polarity", "ch10-efficiency/tiles_keep_every_block", "ch10-efficiency/window_by_dense_mask",
     "ch11-kv-cache/values_not_appended", "ch11-kv-cache/attend_before_append", "ch11-kv-cache/no_causal_mask",
     "ch15-positions/rope_half_split", "ch15-positions/rope_wrong_frequency",
-    "ch15-positions/decode_positions_from_zero",
-    "ch16-gqa/interleaved_groups", "ch16-gqa/bytes_with_query_heads",
+    "ch15-positions/decode_positions_from_zero", "ch16-gqa/interleaved_groups", "ch16-gqa/bytes_with_query_heads",
     "ch17-mla/rope_on_reconstructed_keys", "ch17-mla/scale_sqrt_d_head", "ch17-mla/bytes_rope_key_per_head",
-    "ch17-mla/bytes_per_head_keys_values", "ch17-mla/decode_rope_at_zero", "ch17-mla/absorbed_keys_reconstructed",
-    "ch18-backward/no_minus_delta", "ch18-backward/dq_without_scale", "ch18-backward/dk_without_scale",
-    "ch18-backward/weights_from_block_max", "ch18-backward/last_query_block_only", "ch18-backward/stores_weights",
-    "ch18-backward/causal_skips_diagonal", "ch18-backward/function_saves_weights",
+    "ch17-mla/bytes_per_head_keys_values", "ch17-mla/absorbed_keys_one_head_at_a_time",
+    "ch17-mla/absorbed_scale_head_minus_rope", "ch18-backward/plus_delta", "ch18-backward/delta_per_block",
+    "ch18-backward/causal_mask_off_by_one", "ch18-backward/causal_mask_kept_whole", "ch17-mla/decode_rope_at_zero",
+    "ch17-mla/absorbed_keys_reconstructed", "ch18-backward/no_minus_delta", "ch18-backward/dq_without_scale",
+    "ch18-backward/dk_without_scale", "ch18-backward/weights_from_block_max", "ch18-backward/last_query_block_only",
+    "ch18-backward/stores_weights", "ch18-backward/causal_skips_diagonal", "ch18-backward/function_saves_weights",
     "ch20-serving/slot_off_by_one", "ch20-serving/blocks_floor", "ch20-serving/blocks_share_partial",
     "ch20-serving/topk_before_mask", "ch20-serving/topk_ties_higher", "ch20-serving/softmax_over_all_visible",
-    "ch20-serving/fork_copies_nothing", "ch20-serving/free_ignores_refs",
-    "ch19-delta/no_erase", "ch19-delta/gate_after_write", "ch19-delta/beta_erase_only",
-    "ch19-delta/read_before_update", "ch19-delta/keys_not_normalised", "ch19-delta/chunks_from_zero_state",
+    "ch20-serving/fork_copies_nothing", "ch20-serving/free_ignores_refs", "ch19-delta/no_erase",
+    "ch19-delta/gate_after_write", "ch19-delta/beta_erase_only", "ch19-delta/read_before_update",
+    "ch19-delta/keys_not_normalised", "ch19-delta/chunks_from_zero_state",
 }
 
 pytestmark = pytest.mark.grading

@@ -1,7 +1,7 @@
 # wrong: the scores are right, but every cached token's keys are reconstructed per head (c_kv @ w_uk): no absorption
 # caught by: test_absorbed_scores
 # severity: essential
-# diagnosis: 为缓存的每个词元算出了每个头的键
+# diagnosis: 峰值内存小于一个头的键（4096 × 128 个 float64，4 MiB）：未通过
 # %% absorbed_scores
 def absorbed_scores(q_c, q_r, c_kv, k_r, w_uk):
     q_c, q_r, c_kv, k_r = (np.asarray(a) for a in (q_c, q_r, c_kv, k_r))

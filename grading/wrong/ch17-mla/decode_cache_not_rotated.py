@@ -1,7 +1,7 @@
 # wrong: the query is rotated at t, but the new rope key is cached unrotated (as at position 0)
 # caught by: test_decode_step
 # severity: essential
-# diagnosis: 按位置 0 旋转（等于没有旋转）就存进了缓存
+# diagnosis: RoPE 查询在位置 t 旋转了，RoPE 键却没有
 # %% decode_step
 def decode_step(x_new, weights, n_heads, c_cache, r_cache):
     w = weights

@@ -1,7 +1,7 @@
 # wrong: the new token's rope query and rope key rotated at position 0 (apply_rope's default), not at t
 # caught by: test_decode_step
 # severity: essential
-# diagnosis: 按位置 0 旋转
+# diagnosis: RoPE 查询和 RoPE 键都按位置 0 旋转了
 # %% decode_step
 def decode_step(x_new, weights, n_heads, c_cache, r_cache):
     w = weights

@@ -1,7 +1,7 @@
 # wrong: with causal=True only the blocks wholly below the diagonal are computed; those the diagonal crosses are skipped
 # caught by: test_tiled_backward
 # severity: essential
-# diagnosis: 跳过了对角线上的块
+# diagnosis: 跳过了对角线穿过的块
 # %% tiled_backward
 def tiled_backward(q, k, v, out, lse, d_out, block_size, causal=False):
     q, k, v, out, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, out, d_out))

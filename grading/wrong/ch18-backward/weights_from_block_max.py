@@ -1,7 +1,7 @@
 # wrong: each block's weights recomputed as exp(S - m) with the running maximum of the blocks seen so far, not lse
 # caught by: test_tiled_backward
 # severity: essential
-# diagnosis: 每行之和不是 1
+# diagnosis: 每块的权重用到目前为止（前面几个键块）每行的最大值重算了
 # %% tiled_backward
 def tiled_backward(q, k, v, out, lse, d_out, block_size, causal=False):
     q, k, v, out, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, out, d_out))

@@ -1,0 +1,27 @@
+# wrong: D taken per block: each block subtracts the row sums of its own P * dP, not rowsum(dO * O) of the whole row
+# caught by: test_tiled_backward
+# severity: essential
+# diagnosis: 每块减去的是这一块里 P ∘ dP 的行和
+# %% tiled_backward
+def tiled_backward(q, k, v, out, lse, d_out, block_size, causal=False):
+    q, k, v, out, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, out, d_out))
+    lse = np.asarray(lse, dtype=float)
+    n_q, n_k = len(q), len(k)
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for k0 in range(0, n_k, block_size):
+        c = slice(k0, min(k0 + block_size, n_k))
+        for r0 in range(0, n_q, block_size):
+            r = slice(r0, min(r0 + block_size, n_q))
+            if causal and r.stop - 1 < c.start:
+                continue
+            s = q[r] @ k[c].T * scale
+            if causal:
+                s[np.arange(c.start, c.stop)[None, :] > np.arange(r.start, r.stop)[:, None]] = -np.inf
+            p = np.exp(s - lse[r, None])
+            dv[c] += p.T @ d_out[r]
+            dp = d_out[r] @ v[c].T
+            ds = p * (dp - np.sum(p * dp, axis=1, keepdims=True))  # this block's row sums, not the row's D
+            dq[r] += ds @ k[c] * scale
+            dk[c] += ds.T @ q[r] * scale
+    return dq, dk, dv
