@@ -11,6 +11,8 @@ is generated, submitted and autograded by nbgrader.
 
 from __future__ import annotations
 
+import re
+
 import assignments
 import numpy as np
 import pytest
@@ -238,24 +240,35 @@ DELEGATING = {
                    "    return (out[0], *cache.read(0))\n",
 }
 
-NOISY_BYTES = '''
+NOISE = """
+import functools
+import os
 import sys
 import warnings
 
 
-def cache_bytes(kind, n_layers, n_tokens, dtype, *, n_heads, d_head, n_kv_heads=None, d_latent=None, d_rope=None,
-                batch=1):
-    print("调试：kind =", kind, file=sys.stderr)
-    warnings.warn("这是学生代码里的一个警告")
-    per_token = {"MHA": 2 * n_heads * d_head, "MQA": 2 * d_head}
-    if kind == "GQA" and n_kv_heads and n_heads % n_kv_heads == 0:
-        per_token["GQA"] = 2 * n_kv_heads * d_head
-    if kind == "MLA" and d_latent is not None and d_rope is not None:
-        per_token["MLA"] = d_latent + d_rope
-    if kind not in per_token:
-        raise ValueError("参数不对")
-    return n_layers * n_tokens * per_token[kind] * np.dtype(dtype).itemsize * batch
-'''
+def noisy(func):
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        print("调试：", func.__name__, file=sys.stderr)
+        os.write(2, "调试：写到文件描述符 2\\n".encode())
+        warnings.warn("这是学生代码里的一个警告")
+        return func(*args, **kwargs)
+
+    return run
+"""
+ANSWERS = ("mla_attention", "absorbed_scores", "cache_bytes", "decode_step")
+
+
+def _noisy_cells() -> dict:
+    """The model answers, every function wrapped to print to stderr, write to file descriptor 2 and warn on each
+    call; the first answer also wraps the setup cell's make_weights (the test cells no longer call it, so its noise
+    cannot reach a test cell's stderr: nbgrader zeroes a cell with any)."""
+    model = assignments.model_cells(ASSIGNMENT)
+    cells = {name: NOISE + re.sub(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", "", model[name], flags=re.M)
+             + f"\n\n{name} = noisy({name})\n" for name in ANSWERS}
+    cells["mla_attention"] += "make_weights = noisy(make_weights)\n"
+    return cells
 
 
 @pytest.mark.grading
@@ -267,11 +280,12 @@ def test_assignment_grades_as_intended(tmp_path):
         # attnlib's MLA behind the student's names scores 0 where it is the function under test
         "delegating": assignments.with_cells(source, DELEGATING),
         "mixed": assignments.with_cells(source, mixed),
-        "noisy": assignments.with_cells(source, {"cache_bytes": NOISY_BYTES}),
+        "noisy": assignments.with_cells(source, _noisy_cells()),
     }, {
         "delegating": [0, 0, 2, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third
         "mixed": [3 / 7, 1, 2 / 3, 1],
+        # right, but every function (and the setup's make_weights) prints, writes to fd 2 and warns: full marks
         "noisy": [3, 3, 2, 3],
     })  # 11 autograded + the written answer (2, by hand)
 
@@ -284,3 +298,96 @@ def test_the_written_answer_follows_the_lesson():
     assert "2.25" in answer and "283,115,520" in answer and 60 * 4096 * 576 * 2 == 283_115_520
     assert 60 * 4096 * 32768 * 2 == 15 * 2**30 and "15 GiB" in answer
     assert "只有位置 0 的键碰巧相同" in answer and "吸收反而多算" in answer
+    # a prefill's projections cost the same both ways; the excess is the scoring in the latent width
+    n, h, d_head, d_rope, d_latent = 4096, 128, 128, 64, 512
+    assert 4 * n * h * d_latent * d_head == n * 4 * h * d_head * d_latent and "这两项投影一样多" in answer
+    assert (2 * d_latent + d_rope, 2 * d_head + d_rope) == (1088, 320) and "1088" in answer and "320" in answer
+    assert (2 * d_latent + d_rope) / (2 * d_head + d_rope) == 3.4 and "贵 3.4 倍" in answer
+    proj = 4 * n * h * d_latent * d_head
+    naive = proj + n * (2 * h * n * (d_head + d_rope) + 2 * h * n * d_head)
+    absorbed = proj + n * (2 * h * n * (d_latent + d_rope) + 2 * h * n * d_latent)
+    assert f"{absorbed / naive:.1f}" == "3.2" and "约是重建的 3.2 倍" in answer
+    assert "吸收却要每个查询各乘一次" not in answer  # the projections are not where the excess comes from
+
+
+def test_the_absorbed_scores_check_names_only_what_the_function_did():
+    """sqrt(d_head - d_rope) used to be named sqrt(d_latent + d_rope) where the two coincided (32 - 8 = 16 + 8): no
+    model is that mistake now, so the checks report what they saw; the latent width is still named when it is the
+    mistake.  Rebuilding one head's keys at a time fails the memory check (its limit is one head's keys)."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    printed = {}
+    for name in ("absorbed_scale_head_minus_rope", "absorbed_scale_latent_width", "absorbed_keys_one_head_at_a_time"):
+        kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+        scores, out = execute(nb, replace=kept.cells, hidden=False)
+        printed[name] = out["test_absorbed_scores"]
+        assert scores["test_absorbed_scores"] <= 1, (name, printed[name])
+    assert "提示" not in printed["absorbed_scale_head_minus_rope"], printed
+    assert "个数不一致" in printed["absorbed_scale_head_minus_rope"]
+    assert printed["absorbed_scale_latent_width"].count("分数除以了 √(d_latent + d_rope)") == 2, printed
+    memory = printed["absorbed_keys_one_head_at_a_time"]
+    assert "提示" not in memory and "峰值内存小于一个头的键（4096 × 128 个 float64，4 MiB）：未通过" in memory
+
+
+# --------------------------------------------------------------------------- errata of the review (issue 35)
+
+@pytest.mark.cjk_font
+def test_a_prefill_costs_more_absorbed_because_of_the_scoring_not_the_projections(chapter):
+    """With as many queries as keys the two projection terms are equal; the whole excess is the scoring and the
+    weighted sum in the latent width, (2·512 + 64) / (2·128 + 64) = 3.4 per pair, diluted to 3.2 in total."""
+    g, n, h, d_head, d_rope, d_latent = chapter["glued"], 4096, 128, 128, 64, 512
+    proj_naive = 4 * n * h * d_latent * d_head  # every cached token's K_C and V_C, once
+    proj_absorbed = n * 4 * h * d_head * d_latent  # every query times W_UK^T and W_UV
+    pairs_naive = n * (2 * h * n * (d_head + d_rope) + 2 * h * n * d_head)
+    pairs_absorbed = n * (2 * h * n * (d_latent + d_rope) + 2 * h * n * d_latent)
+    assert proj_naive == proj_absorbed
+    assert pairs_absorbed / pairs_naive == pytest.approx(3.4) == g["ch17_per_token_cost"]
+    total = (proj_absorbed + pairs_absorbed) / (proj_naive + pairs_naive)
+    assert g["ch17_prefill_ratio"] == pytest.approx(total) and 3.1 < total < 3.4
+    decoding = section(prose(CHAPTER), "一步解码：吸收省了什么，花了什么")
+    assert "两边的投影一样多" in decoding and "差别全在打分和加权和" in decoding
+    assert "重建只做一次，吸收却要每个查询各乘一次" not in decoding  # the wrong cause of the first edition
+    assert "一层" in decoding and "乘以层数" in decoding  # the FLOPs are per layer, and said so
+    why = questions(ASSIGNMENT)[2]["options"][3]["why"]
+    assert "两边的投影也一样多" in why and f"{g['ch17_per_token_cost']:.1f} 倍" in why
+    assert f"{total:.1f} 倍" in why
+
+
+def test_the_rotation_is_chapter_15_s_matrix_written_on_the_right_of_a_row():
+    """apply_rope rotates a row x as x R_p^T (R_p of chapter 15, acting on columns); then the score of a query
+    at t and a key at s has R_t^T R_s = R_{s-t} between them, which depends on the key's position."""
+    d, base = 8, 10000.0
+
+    def rotation(p):  # chapter 15: blocks [[cos, -sin], [sin, cos]] on the pairs (2i, 2i+1)
+        r = np.zeros((d, d))
+        for i in range(d // 2):
+            a = p * base ** (-2 * i / d)
+            r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+        return r
+
+    rng = np.random.default_rng(11)
+    q, k = rng.normal(size=(2, 1, d))
+    t, s = 5, 9
+    np.testing.assert_allclose(anp.apply_rope(q, np.array([t])), q @ rotation(t).T, atol=1e-12)
+    score = anp.apply_rope(q, np.array([t])) @ anp.apply_rope(k, np.array([s])).T
+    np.testing.assert_allclose(score, q @ rotation(t).T @ rotation(s) @ k.T, atol=1e-12)
+    np.testing.assert_allclose(rotation(t).T @ rotation(s), rotation(s - t), atol=1e-12)
+    rope = section(CHAPTER.read_text(encoding="utf-8"), "为什么 RoPE 吸收不了")  # with its display math
+    assert "行向量" in rope and "R_t^{\\top} R_s = R_{s-t}" in rope
+
+
+def test_a_head_owns_d_rope_wide_columns_of_w_qr():
+    """Head i's rotated query comes from columns i·d_rope … of w_qr (the explicit reference slices so and agrees
+    with attnlib); slicing d_head-wide blocks, as for w_uq, is another model."""
+    w = _weights(12, d_head=4, d_rope=2)
+    x = np.random.default_rng(13).normal(size=(6, 12))
+    np.testing.assert_allclose(anp.multi_head_latent_attention(x, w, 3), _explicit(x, w, 3), rtol=1e-12, atol=1e-12)
+    head1_rope = anp.apply_rope((x @ w["w_dq"]) @ w["w_qr"][:, 2:4])  # head 1: columns 2, 3 (d_rope = 2)
+    wrong = anp.apply_rope((x @ w["w_dq"]) @ w["w_qr"][:, 4:6])  # columns 4, 5: where a d_head-wide block starts
+    assert np.abs(head1_rope - wrong).max() > 1e-2
+    formula = section(prose(CHAPTER), "缓存一个潜在向量")
+    assert "$W_{QR}$ 每个头的一段只有 $d_{\\text{rope}}$ 宽" in formula
+    from attnlib.numpy import mla
+
+    assert "columns\n``i·d_rope ... (i+1)·d_rope - 1`` of ``w_qr``" in mla.__doc__

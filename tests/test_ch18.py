@@ -249,6 +249,43 @@ def test_assignment_grades_as_intended(tmp_path):
     })  # 8 autograded + the written answer (2, by hand)
 
 
+def test_the_tiled_checks_name_each_mistake_and_no_other():
+    """dP + D, D taken per block and a causal mask off by one were all told "累加起来（+=）" or "每块的 P 要用 lse
+    重算" (broad rules that came first); each is now named by its own model, on the visible checks, and nothing
+    else is said of it.  Only the tiled exercise's cells run (its memory checks included)."""
+    import nbformat
+    from nbrun import execute, grade_id, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    nb.cells = [c for c in nb.cells if grade_id(c) in ("setup", "tiled_backward", "test_tiled_backward")]
+    nb = nbformat.from_dict(nb)
+    named = {"plus_delta": "dS 里加上了 D，应是减去", "delta_per_block": "每块减去的是这一块里 P ∘ dP 的行和",
+             "causal_mask_off_by_one": "因果掩码错了一位，把 j = i（对角线）也设成了 −∞"}
+    for name, says in named.items():
+        kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+        scores, out = execute(nb, replace=kept.cells, hidden=False)
+        printed = out["test_tiled_backward"]
+        assert scores["test_tiled_backward"] <= 1 and says in printed, (name, printed)
+        hints = [line for line in printed.splitlines() if "提示" in line]
+        assert hints and all(says in line for line in hints), (name, hints)
+        assert "累加起来" not in printed and "用 lse 重算" not in printed, (name, printed)
+
+
+def test_the_labels_say_what_the_inputs_are_and_the_point_names_d():
+    """The hidden labels said "分数上百（权重接近独热）" where the largest |score| was 26-65: each label now prints the
+    largest score it computed.  Exercise 2's point names D = rowsum(dO ∘ O)."""
+    from nbrun import grade_id, is_test_cell, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    tests = [cells[c] for c in ("test_attention_backward", "test_tiled_backward", "test_attention_function")]
+    assert not any("上百" in t or "独热" in t for t in tests)
+    assert all("分数的绝对值最大 {top:.0f}" in t for t in tests)
+    point = cells["ex2_text"].split("**本题要点**")[1]
+    assert "D_i = \\operatorname{rowsum}(dO\\circ O)_i" in point and "P\\circ dP" in point
+    assert "因果掩码" in cells["test_tiled_backward"] and "causal=True" in cells["ex2_text"]
+    assert [is_test_cell(c) for c in source_notebook(ASSIGNMENT).cells].count(True) == 3
+
+
 def test_the_reference_guard_covers_the_public_backward():
     """flash_attention_backward is public (in __all__), so forbidding flash_attention alone would not cover it."""
     from attnlib.grading import reference_functions
@@ -256,3 +293,87 @@ def test_the_reference_guard_covers_the_public_backward():
     assert anp.flash_attention_backward not in reference_functions("flash_attention")
     assert anp.flash_attention_backward in reference_functions("flash_attention_backward")
     assert flash.block_gradients in reference_functions("flash_attention")
+
+
+# --------------------------------------------------------------------------- errata of the review (issue 35)
+
+def test_the_softmax_backward_is_derived_here_from_chapter_5_s_jacobian():
+    """Chapter 13 measures gradients with autograd and derives nothing; chapter 5 writes the Jacobian
+    diag(a) - a a^T.  The row formula a_k (u_k - sum_j a_j u_j) is J^T u, derived on this page, and equals autograd."""
+    page = CHAPTER.read_text(encoding="utf-8")
+    assert "第 13 章的 softmax 反向传播" not in page and "已经推过" not in page
+    opening = prose(CHAPTER)[:prose(CHAPTER).index("## 反向传播的公式")]
+    assert "{doc}`ch05-softmax`写出了" in opening
+    formulas = section(page, "反向传播的公式")
+    assert "\\operatorname{diag}(\\boldsymbol\\alpha) - \\boldsymbol\\alpha\\boldsymbol\\alpha^{\\top}" in formulas
+    assert "\\alpha_k\\Big(u_k - \\sum_j \\alpha_j u_j\\Big)" in formulas
+    chapter5 = (ROOT / "book" / "ch05-softmax.md").read_text(encoding="utf-8")
+    assert "J = \\operatorname{diag}(\\boldsymbol\\alpha) - \\boldsymbol\\alpha\\boldsymbol\\alpha^{\\top}" in chapter5
+    rng = np.random.default_rng(21)
+    s, u = rng.normal(size=(2, 6))
+    a = anp.softmax(s)
+    jac = np.diag(a) - np.outer(a, a)
+    np.testing.assert_allclose(jac.T @ u, a * (u - a @ u), atol=1e-15)
+    st = torch.tensor(s, requires_grad=True)
+    torch.softmax(st, 0).backward(torch.tensor(u))
+    np.testing.assert_allclose(st.grad.numpy(), a * (u - a @ u), atol=1e-15)
+
+
+@pytest.mark.cjk_font
+def test_the_memory_is_measured_with_square_tiles_and_the_default_strips_are_said(chapter):
+    """The default backward blocks span every key at these sizes (512 x 1024, 256 x 2048, 128 x 4096): the page
+    measures 128 x 128 tiles, whose shape does not change with n, and says what the default is."""
+    assert chapter["default"] == {1024: (512, 1024), 2048: (256, 2048), 4096: (128, 4096)}
+    assert "block_size=tile" in _source() and "tile=(128, 128)" in _source()
+    g, rest = chapter["glued"], chapter["rest"]
+    assert g["ch18_rest_min"] == min(rest.values()) and g["ch18_rest_max"] - g["ch18_rest_min"] < 0.25
+    for n, (tiled, _) in chapter["memory"].items():
+        assert 4 * n * 64 * 4 < tiled < 4 * n * 64 * 4 + 2**20  # four n x d arrays and less than a MiB besides
+    assert (g["ch18_default_tile"], g["ch18_default_rows"], g["ch18_key_block"]) == (2**19, 512, 4096)
+    memory = section(prose(CHAPTER), "内存：随 $n$ 线性增长")
+    assert "128 行 × 128 个键的方块" in memory and "库默认的块不是方块" in memory
+    assert "因为一块的大小不随 $n$ 变" not in memory  # true only of element counts with the default blocks
+    assert "{glue:text}`ch18_time_rows` 行 × 2048 个键" in section(prose(CHAPTER), "重算要多花多少时间")
+    assert g["ch18_time_rows"] == 256
+
+
+@pytest.mark.cjk_font
+def test_gradcheck_warns_on_float32_and_passes_with_loose_tolerances(chapter):
+    """gradcheck does not require float64: it warns, fails with its default step and tolerances, and passes
+    when they are loosened; the defaults the page quotes are torch's."""
+    assert chapter["passed"] is True
+    assert chapter["strict32"][0] is False and chapter["loose32"][0] is True
+    assert chapter["strict32"][1] > 0 and chapter["loose32"][1] > 0
+    g = chapter["glued"]
+    assert (g["ch18_gc_eps"], g["ch18_gc_atol"], g["ch18_gc_rtol"]) == (1e-6, 1e-5, 1e-3)
+    assert g["ch18_gc_ulps"] == pytest.approx(1e-6 / 2**-23)
+    autograd = section(prose(CHAPTER), "PyTorch：自定义 autograd 函数")
+    assert "要求 float64" not in autograd and "gradcheck 并不拒绝 float32" in autograd
+
+
+def test_the_triton_switch_is_set_only_without_cuda():
+    cell = next(c for c in code_cells(CHAPTER) if "TRITON_INTERPRET" in c)
+    guard = cell.index("if not torch.cuda.is_available():")
+    assert guard < cell.index('os.environ.setdefault("TRITON_INTERPRET", "1")') < cell.index("import triton_flash")
+    kernel = section(prose(CHAPTER), "Triton 内核：在解释器里检查")
+    assert "只在没有 CUDA 时设置它" in kernel and "不设这个环境变量就会被编译" not in kernel
+
+
+def test_the_backward_receives_d_lse_and_folds_it_into_d():
+    """A loss that uses lse too: the function's gradients equal autograd through torch.logsumexp."""
+    from attnlib import torch as att
+
+    gen = torch.Generator().manual_seed(22)
+    q, k, v = (torch.randn(7, 4, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
+    g_out, g_lse = torch.randn(7, 4, dtype=torch.float64, generator=gen), torch.randn(7, dtype=torch.float64,
+                                                                                   generator=gen)
+    out, lse = att.flash_attention(q, k, v, causal=True, block_size=(2, 3), return_lse=True)
+    ours = torch.autograd.grad((out * g_out).sum() + (lse * g_lse).sum(), (q, k, v))
+    s = (q @ k.T / 2).masked_fill(~torch.ones(7, 7, dtype=torch.bool).tril(), float("-inf"))
+    ref = torch.softmax(s, -1) @ v
+    theirs = torch.autograd.grad((ref * g_out).sum() + (torch.logsumexp(s, -1) * g_lse).sum(), (q, k, v))
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    autograd = section(prose(CHAPTER), "PyTorch：自定义 autograd 函数")
+    assert "`d_lse`" in autograd and "$D_i - d\\ell_i$" in autograd
+    assert "`backward` 收到 $dO$" not in autograd

@@ -36,7 +36,8 @@ def test_page_opens_from_chapters_10_and_11_and_names_the_papers():
     opening = body[:body.index("## 把线性注意力写成状态")]
     for link in ("{doc}`ch10-efficiency`", "{doc}`ch11-kv-cache`"):
         assert link in opening, link
-    assert "DeltaNet：Yang 等，2024" in opening and "Yang、Kautz、Hatamizadeh，2025" in opening
+    assert "Widrow 和 Hoff（1960）" in opening and "Schlag、Irie、Schmidhuber（2021）" in opening  # the rule, DeltaNet
+    assert "Yang 等（2024）" in opening and "Yang、Kautz、Hatamizadeh，2025" in opening  # chunked form, gated
 
 
 def test_chapter_10_leads_here():
@@ -59,6 +60,7 @@ def test_the_claims_state_their_conditions_and_the_measurements_their_limits():
 
 # --------------------------------------------------------------------------- the lesson's claims
 
+@pytest.mark.cjk_font
 def test_linear_attention_is_a_state_that_only_adds(chapter):
     assert chapter["by_state"].shape == (12, 4)  # checked against anp.linear_attention in the cell
     v1, v2 = chapter["v1"], chapter["v2"]
@@ -67,6 +69,7 @@ def test_linear_attention_is_a_state_that_only_adds(chapter):
     assert chapter["glued"]["ch19_lin_miss"] == pytest.approx(0.5)
 
 
+@pytest.mark.cjk_font
 def test_the_delta_rule_is_an_exact_memory_that_a_gate_fades(chapter):
     keys, values, memory = chapter["keys"], chapter["values"], chapter["memory"]
     np.testing.assert_allclose(keys @ keys.T, np.eye(8), atol=1e-12)
@@ -77,6 +80,7 @@ def test_the_delta_rule_is_an_exact_memory_that_a_gate_fades(chapter):
     np.testing.assert_allclose(keys[1] @ chapter["faded"], 0.9 ** 6 * values[1], atol=1e-12)
 
 
+@pytest.mark.cjk_font
 def test_the_state_is_constant_while_the_cache_grows(chapter):
     g = chapter["glued"]
     assert g["ch19_state_mib"] == 32 * 32 * 128 * 128 * 2 / 2**20 == 32
@@ -85,6 +89,7 @@ def test_the_state_is_constant_while_the_cache_grows(chapter):
     assert g["ch19_kv_mib_131072"] == 65536
 
 
+@pytest.mark.cjk_font
 def test_the_recall_models_are_trained_and_the_order_sentence_is_picked(chapter):
     acc, g = chapter["acc"], chapter["glued"]
     assert set(acc) == {"linear", "delta", "gated", "softmax", "hybrid"}
@@ -111,6 +116,7 @@ OTHER_RUNS = [
 
 
 @pytest.mark.parametrize(("acc", "n_groups", "versus"), OTHER_RUNS)
+@pytest.mark.cjk_font
 def test_the_recall_sentences_hold_for_any_training_outcome(chapter, acc, n_groups, versus):
     seen = chapter["tiers"](acc)
     assert seen["n"] == n_groups
@@ -122,6 +128,7 @@ def test_the_recall_sentences_hold_for_any_training_outcome(chapter, acc, n_grou
     assert ("方向与上文" in chapter["versus"].pick({"gain": gain, "size": abs(gain)})) == (gain >= 5)
 
 
+@pytest.mark.cjk_font
 def test_the_chunked_form_equals_the_recurrence_and_its_sentence_is_picked(chapter):
     q, k, v, beta, alpha = (chapter[n] for n in ("q", "k", "v", "beta", "alpha"))
     assert q.shape == (2048, 64)
@@ -198,6 +205,33 @@ DELEGATING = {
 }
 
 
+NOISE = '''import os
+import sys
+import warnings
+
+
+def noisy(func):
+    """包一层：每次调用都往 stderr 打印、发出警告、往文件描述符 2 写一行，然后照常计算。"""
+    def run(*args, **kwargs):
+        print("调试：调用", func.__name__, file=sys.stderr)
+        warnings.warn("这是学生代码里的一个警告")
+        os.write(2, "写到文件描述符 2\\n".encode())
+        return func(*args, **kwargs)
+
+    return run
+
+
+'''
+
+
+def noisy_cells() -> dict[str, str]:
+    """The model answers, every function wrapped by ``noisy`` (defined in the first answer cell)."""
+    model, cells = assignments.model_cells(ASSIGNMENT), {}
+    for name in ("delta_recurrence", "gated_delta_layer", "chunked_delta"):
+        cells[name] = ("" if cells else NOISE) + model[name] + f"\n\n{name} = noisy({name})\n"
+    return cells
+
+
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
@@ -206,14 +240,18 @@ def test_assignment_grades_as_intended(tmp_path):
         # attnlib's delta rule behind the student's names scores 0 where it is the function under test
         "delegating": assignments.with_cells(source, DELEGATING),
         "mixed": assignments.with_cells(source, mixed),
+        # right, but every call prints to stderr, warns and writes to fd 2: nbgrader zeroes a test cell with any
+        # stderr, so the test cells run the student's code only through checks.call
+        "noisy": assignments.with_cells(source, noisy_cells()),
     }, {
         "delegating": [0, 0, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third
         "mixed": MIXED,
+        "noisy": [3, 2, 3],
     })  # 8 autograded + the written answer (2, by hand)
 
 
-MIXED = [1, 0.5, 0.75]
+MIXED = [1, 0.5, 2 / 3]
 
 
 def test_the_written_answer_follows_the_lesson():
@@ -224,3 +262,111 @@ def test_the_written_answer_follows_the_lesson():
     assert 32 * 32 * 128 * 128 * 2 == 32 * 2**20 and "32 MiB" in answer
     assert 2 * 32 * 32 * 128 * 131072 * 2 == 65536 * 2**20 and "65536 MiB" in answer
     assert "正交" in answer and "擦" in answer
+
+
+# --------------------------------------------------------------------------- errata of the review (issue 35)
+
+def test_a_write_moves_the_read_by_beta_times_the_key_s_squared_length():
+    """k^T S_t = v_old + beta |k|^2 (v - v_old) for any key, any state and any gate: the step is beta |k|^2,
+    beta only for unit keys."""
+    rng = np.random.default_rng(31)
+    k, q = rng.normal(size=(2, 1, 5)) * 1.7
+    v, s0 = rng.normal(size=(1, 3)), rng.normal(size=(5, 3))
+    beta, alpha = 0.4, 0.9
+    _, s = anp.delta_rule(q, k, v, np.array([beta]), alpha=np.array([alpha]), initial_state=s0)
+    old = (alpha * s0).T @ k[0]
+    np.testing.assert_allclose(s.T @ k[0], old + beta * (k[0] @ k[0]) * (v[0] - old), atol=1e-12)
+    assert k[0] @ k[0] > 1  # not a unit key: the step is not beta
+
+
+@pytest.mark.cjk_font
+def test_the_state_diverges_along_a_key_only_when_the_step_exceeds_two(chapter):
+    reads, writes = chapter["reads"], chapter["writes"]
+    assert sorted(reads) == [0.5, 1.0, 1.5, 2.5]
+    for c, read in reads.items():
+        np.testing.assert_allclose(np.abs(read - 1), np.abs(1 - c) ** writes, atol=1e-12)
+    assert np.abs(reads[1.5] - 1)[-1] < np.abs(reads[1.5] - 1)[1]  # overshoots, yet converges
+    assert np.abs(reads[2.5] - 1)[-1] > 10  # beta |k|^2 > 2: every write moves it further away
+    g = chapter["glued"]
+    assert g["ch19_far_25"] == pytest.approx(1.5**8) and g["ch19_far_05"] == pytest.approx(0.5**8)
+    for c in (1.9, 2.1):  # either side of 2, with a random unit key and state
+        rng = np.random.default_rng(32)
+        key = rng.normal(size=4)
+        key *= np.sqrt(c) / np.linalg.norm(key)  # beta = 1, |k|^2 = c
+        ks = np.tile(key, (200, 1))
+        _, s = anp.delta_rule(ks, ks, np.ones((200, 2)), np.ones(200), initial_state=rng.normal(size=(4, 2)))
+        assert (np.abs(s).max() > 1e3) == (c > 2)
+    fig = chapter["step_fig"]
+    from lessons import assert_draws_without_warnings
+
+    assert_draws_without_warnings(fig)
+    assert [line.get_label() for line in fig.axes[0].get_lines()][:4] == [
+        "β‖k‖² = 0.5", "β‖k‖² = 1", "β‖k‖² = 1.5", "β‖k‖² = 2.5"]
+    body = prose(CHAPTER)
+    assert "每一步把它往 $\\mathbf v_t$ 挪 $\\beta_t$ 那么多" not in body
+    assert "只有键是单位向量时才是 $\\beta_t$" in section(body, "delta 规则：先擦后写")
+    assert "$\\beta_t\\lVert\\mathbf k_t\\rVert^2 > 2$" in section(body, "写入的步长：什么时候状态会发散")
+
+
+@pytest.mark.cjk_font
+def test_beta_only_on_the_erase_converges_to_v_over_beta(chapter):
+    """The pitfall: S = (I - beta k k^T) S + k v^T along a unit key reads back v / beta, bounded, not growing."""
+    assert chapter["glued"]["ch19_only_erase"] == pytest.approx(2.0)
+    rng = np.random.default_rng(33)
+    key = rng.normal(size=5)
+    key /= np.linalg.norm(key)
+    v = rng.normal(size=3)
+    for beta in (0.25, 0.8):
+        s, reads = np.zeros((5, 3)), []
+        for _ in range(200):
+            s = s - beta * np.outer(key, key @ s) + np.outer(key, v)
+            reads.append(np.linalg.norm(key @ s))
+        np.testing.assert_allclose(key @ s, v / beta, atol=1e-10)
+        assert max(reads) <= np.linalg.norm(v) / beta + 1e-12  # bounded all along
+    pitfalls = section(prose(CHAPTER), "常见的坑")
+    assert "越积越大" not in pitfalls and "收敛到 $\\mathbf v/\\beta_t$" in pitfalls
+
+
+@pytest.mark.cjk_font
+def test_the_chunked_form_equals_the_recurrence_up_to_rounding(chapter):
+    assert 0 <= chapter["worst_chunk"] < 1e-10
+    assert chapter["glued"]["ch19_chunk_equal"] == chapter["equal"].pick(chapter["worst_chunk"])
+    chunked = section(prose(CHAPTER), "分块形式：同样的结果，矩阵乘法来算")
+    assert "在 float64 下相等" not in chunked and "{glue:text}`ch19_chunk_equal`" in chunked
+    assert "Yang 等（2024）为 DeltaNet 给出的算法" in chunked
+
+
+@pytest.mark.cjk_font
+def test_the_papers_are_named_for_what_each_did_and_kimi_linear_uses_kda(chapter):
+    recall = section(prose(CHAPTER), "关联回忆：训练几个小模型")
+    assert "KDA（Kimi Delta Attention）" in recall and "每个通道一个" in recall and "{doc}`ch17-mla`" in recall
+    assert "Qwen3-Next、Kimi Linear 等模型把若干层 Gated DeltaNet" not in recall
+    fig = chapter["recall_fig"]
+    from lessons import assert_draws_without_warnings
+
+    assert_draws_without_warnings(fig)
+    ax = fig.axes[0]
+    widths = [bar.get_width() for bar in ax.patches]
+    assert widths == [chapter["acc"][m] for m in chapter["kinds"]][::-1]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [chapter["names"][m] for m in chapter["kinds"]][::-1]
+    assert "{numref}`fig-ch19-recall`" in recall
+
+
+def test_the_exercise_states_the_step_and_where_the_state_diverges():
+    """The notebook's sentences, by code: the read along k moves beta |k|^2 of the way from the old value to v
+    (beta for a unit key); writing again and again along one direction grows the state once beta |k|^2 > 2."""
+    from nbrun import grade_id, source_notebook
+
+    cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
+    assert "\\beta_t\\lVert\\mathbf k_t\\rVert^2" in cells["written_delta"]
+    assert "\\beta\\lVert\\mathbf k\\rVert^2 > 2" in cells["ex2_text"]
+    rng = np.random.default_rng(3)
+    s, k, v, beta = rng.normal(size=(4, 3)), 1.7 * rng.normal(size=4), rng.normal(size=3), 0.3
+    _, after = anp.delta_rule(k[None], k[None], v[None], np.array([beta]), initial_state=s)
+    old = s.T @ k
+    np.testing.assert_allclose(after.T @ k, old + beta * (k @ k) * (v - old))
+    unit = k / np.linalg.norm(k)
+    for length, grows in ((1.0, False), (1.4, False), (1.5, True)):  # beta = 0.9: beta |k|^2 = 0.9, 1.76, 2.03
+        keys = np.tile(length * unit, (400, 1))
+        _, state = anp.delta_rule(keys, keys, np.tile(v, (400, 1)), np.full(400, 0.9))
+        assert (np.abs(state).max() > 1e3) == grows, (length, np.abs(state).max())

@@ -159,3 +159,22 @@ def test_the_committed_release_offers_the_exercises_and_hides_the_answers(chapte
     for name in chapter.released:
         assert name in text, name
     assert nbformat.reads(text, as_version=4).cells
+
+
+# --------------------------------------------------------------------------- figures
+
+@EACH
+def test_every_chapter_draws_a_figure_and_cites_it(chapter):
+    """README rule 11 asks every chapter for figures: at least one executed figure with a name ``fig-chNN-…``,
+    a Chinese caption and Chinese alt text, cited by ``{numref}`` in the prose (tests/test_one_book.py checks
+    every figure that is there; this one that there is one)."""
+    from lessons import cell_options
+
+    chinese = re.compile(r"[\u4e00-\u9fff]")
+    figures = [o["mystnb"] for o in cell_options(chapter.page) if "figure" in o.get("mystnb", {})]
+    cited = set(re.findall(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`", prose(chapter.page)))
+    shown = [f["figure"]["name"] for f in figures
+             if f["figure"].get("name", "").startswith(f"fig-{chapter.prefix[:-1]}-")
+             and chinese.search(f["figure"].get("caption", "")) and chinese.search(f.get("image", {}).get("alt", ""))
+             and f["figure"]["name"] in cited]
+    assert shown, f"{chapter.name} 没有一幅带名字、中文题注和中文替代文字、并在正文里用 {{numref}} 引用的图"

@@ -236,8 +236,14 @@ def flash_attention_backward(q, k, v, out, lse, d_out, *, mask=None, causal=Fals
         ``...`` the broadcast batch shape.  ``lse`` is ``-inf`` on a fully masked row.
     d_out : array_like of float, shape (..., n_q, d_v)
         The gradient of the loss with respect to ``out``.
-    mask, causal, block_size
+    mask, causal
         As in the forward.
+    block_size : int or (int, int), optional
+        Query rows and keys per block (one int: both), any positive sizes.  Default: up to
+        ``KEY_BLOCK`` keys and as many query rows as fit ``BACKWARD_TILE_ELEMENTS`` scores, so
+        while n_k <= KEY_BLOCK (4096) a block is a strip of rows spanning every key: its number of elements,
+        not its shape, stays the same as n grows.  Pass square tiles (``block_size=(128, 128)``)
+        for blocks whose shape does not depend on n.
 
     Returns
     -------

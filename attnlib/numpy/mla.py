@@ -29,8 +29,9 @@ separate shared key ``k_r``.
 Departures from DeepSeek's models, on purpose: no RMSNorm on the latents (the
 paper normalises ``c_q`` and ``c_kv``), no RoPE scaling (YaRN), and the values
 have the width ``d_head`` of the content keys.  ``weights`` maps names to
-``x @ w`` matrices; head ``i`` owns columns ``i·d ... (i+1)·d - 1`` of ``w_uq``,
-``w_qr``, ``w_uk``, ``w_uv`` (and rows of ``w_o``), as in chapter 9.
+``x @ w`` matrices; head ``i`` owns columns ``i·d_head ... (i+1)·d_head - 1`` of
+``w_uq``, ``w_uk``, ``w_uv`` (and those rows of ``w_o``), as in chapter 9, and columns
+``i·d_rope ... (i+1)·d_rope - 1`` of ``w_qr``, whose blocks are ``d_rope`` wide.
 
 The input checks live here as small private functions working on shapes; the
 torch twin (``attnlib.torch.mla``) calls the same ones, so both backends raise

@@ -47,7 +47,12 @@ def flash_attention(q, k, v, *, mask=None, causal=False, block_size=None, return
 
 
 class FlashAttentionFunction(torch.autograd.Function):
-    """Tiled attention whose backward is tiled too: saves q, k, v, out and lse, never the weights."""
+    """Tiled attention whose backward is tiled too: saves q, k, v, out and lse, never the weights.
+
+    ``forward`` returns two tensors, ``out`` and ``lse``, so ``backward`` receives two gradients:
+    ``d_out`` and ``d_lse`` (zeros when the loss does not use lse).  Since ``d lse_i / d s_ij = P_ij``,
+    ``d_lse`` only changes each row's ``D`` to ``D - d_lse`` (:func:`tiled_backward`).
+    """
 
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, block_size):
