@@ -230,11 +230,31 @@ def test_assignment_grades_as_intended(tmp_path):
         "mixed": assignments.with_cells(source, {"attention_loop": NOISY_LOOP, "attention_matrix": DELEGATION}),
     }, {
         # no max shift: 8 of 10 checks (only the scores in the thousands fail, an essential check), so a third;
-        # k.T: 4 of 6 (the two batches fail; an edge case, no cap); matrix / loop reported as the ratio: 7 of 10
-        # (the visible ratio, the ratio of the known times and the real ratio fail), capped at a third
-        "partial": [3 * (1 / 3), 2 * 4 / 6, 3 * (1 / 3)],
-        # a right loop that prints to stderr keeps its points; the reference behind the student's name scores 0,
-        # and the timing of the two forms fails where it runs it (the 3 visible checks on it, the essential ratio
-        # among them, and the last hidden one): 6 of 10, capped at a third
-        "mixed": [3, 0, 3 * (1 / 3)],
+        # k.T: 5 of 7 (the two batches fail; an edge case, no cap); matrix / loop reported as the ratio: 11 of 13
+        # (the ratios of the known times, visible and essential, and hidden, fail), capped at a third
+        "partial": [3 * (1 / 3), 2 * 5 / 7, 3 * (1 / 3)],
+        # a right loop that prints to stderr keeps its points; the reference behind the student's name scores 0;
+        # the timing function itself is right: only the checks that run it on the two forms fail (the two visible
+        # ones on the real run and the last hidden one), edge checks: 10 of 13, no cap
+        "mixed": [3, 0, 3 * 10 / 13],
     })  # 8 autograded + the written answer (2, by hand)
+
+
+def test_the_known_times_are_read_from_a_fake_clock_that_is_put_back():
+    """The timing checks run the student's compare_times on functions of known cost, timed by a fake clock that
+    stands behind time.perf_counter (and a name imported from time) during the call: the times are exact, the
+    mistakes' models exact, nothing sleeps.  The real clock is back after the cell, and a timing function that adds
+    the two readings (perf_counter() + start) is told so by the visible checks."""
+    import time
+
+    from nbrun import execute, read_kept, source_notebook
+
+    real = time.perf_counter
+    nb = source_notebook(ASSIGNMENT)
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "timestamps_plus_start.py")
+    scores, out = execute(nb, replace=kept.cells, hidden=False)
+    assert time.perf_counter is real and time.perf_counter() > 0
+    printed = out["test_compare_times"]
+    assert scores["test_compare_times"] == pytest.approx(1.0)
+    assert printed.count("记下的是结束时刻加开始时刻") == 2  # the loop's times and the ratio, both essential
+    assert "实际：[2000.08, 2000.56]" in printed  # two sums of fake readings, not two durations

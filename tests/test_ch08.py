@@ -246,9 +246,39 @@ def test_assignment_grades_as_intended(tmp_path):
         # a right masked_attention that prints to stderr and warns
         "noisy": assignments.with_cells(source, {"masked_attention": NOISY_ATTENTION}),
     }, {
-        # top-left misses the point of the causal mask: essential checks fail, so the mask cell (3 of 8 pass) and
-        # the attention cell (9 of 16) keep a third; the combined mask keeps 3 of 4 (its n_q < n_k case is an
-        # edge check); the delegation to attnlib scores 0
-        "mixed": [2 / 3, 1, 3 / 4, 2 / 3, 0],
+        # top-left misses the point of the causal mask: essential checks fail, so the mask cell (3 of 8 pass), the
+        # combined mask built on it (3 of 5: its visible n_q < n_k case is essential) and the attention cell (9 of
+        # 16) keep a third; the delegation to attnlib scores 0
+        "mixed": [2 / 3, 1, 1 / 3, 2 / 3, 0],
         "noisy": [2, 1, 1, 2, 2],
     })  # 8 autograded + the written answer (2, by hand)
+
+
+def test_a_single_query_names_no_cause_the_flipped_offset_shares_with_inverted_polarity():
+    """causal_mask(1, 6) is all True: a mask with True and False swapped and one whose offset has the wrong sign
+    both give all False there, so that check names neither (the old fixed hint said "True 和 False 正好反了" to a
+    function whose only mistake was the offset's sign); the visible causal_mask(2, 5) tells the two apart."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    printed = {}
+    for name in ("offset_sign_flipped", "inverted_polarity"):
+        kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+        _, out = execute(nb, replace=kept.cells)
+        lines = out["test_causal_mask"]
+        single = lines.split("causal_mask(1, 6)")[1].split("✗")[0]  # the lines of the one-query check
+        assert "提示" not in single, single
+        printed[name] = lines.split("causal_mask(2, 5)")[1].split("✗")[0]
+    assert "偏移的符号反了" in printed["offset_sign_flipped"] and "正好反了" not in printed["offset_sign_flipped"]
+    assert "True 和 False 正好反了" in printed["inverted_polarity"]
+
+
+def test_the_combined_mask_is_checked_visibly_with_fewer_queries_than_keys():
+    """decoder_mask with causal_mask's two sizes swapped is right on a square input only: the visible
+    n_q < n_k check catches it before hand-in and caps the cell at a third."""
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "decoder_swapped_arguments.py")
+    scores, out = execute(source_notebook(ASSIGNMENT), replace=kept.cells, hidden=False)
+    assert scores["test_decoder_mask"] == pytest.approx(1 / 3)
+    assert "broadcast" in out["test_decoder_mask"] and "提示" not in out["test_decoder_mask"]

@@ -511,11 +511,11 @@ def test_assignment_grades_as_intended(tmp_path):
     }, {
         "delegating": [0, 0, 0, 0],
         # a failed essential check (【要点】) caps a cell at a third of its points. The off-by-one window keeps
-        # only w = n and the two memory checks (3 of 13); the unnormalised linear attention only its no-leak,
+        # only w = n and the two memory checks (3 of 14); the unnormalised linear attention only its no-leak,
         # error-ratio and four memory checks (6 of 18, = the cap); without rescaling, the stream passes the
         # memory, all -inf and empty checks (5 of 14, capped at 2/3); tiles without the rescale of the values pass
         # block sizes 29 and 40 >= n_k (one block) and the two memory checks (4 of 14)
-        "mixed": [3 * 3 / 13, 2 * 6 / 18, 2 / 3, 3 * 4 / 14],
+        "mixed": [3 * 3 / 14, 2 * 6 / 18, 2 / 3, 3 * 4 / 14],
         "memory": [1, 2, 2, 1],
         "noisy": [3, 2, 2, 3],
         "loops": [3, 2, 2, 3],
@@ -539,3 +539,27 @@ def test_the_model_answer_gives_the_share_an_ordinary_query_keeps():
     share = (2 * w - 1 + len(glob)) / n
     assert abs(kept[ordinary].mean() - share) < 0.05 * share
     assert abs(kept[ordinary].mean() - (2 * w - 1 + 2 * len(glob)) / n) > 0.2 * share
+
+
+def _printed(name: str, *, hidden: bool) -> tuple[dict, dict]:
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+    return execute(source_notebook(ASSIGNMENT), replace=kept.cells, hidden=hidden)
+
+
+def test_a_window_facing_the_future_is_caught_before_hand_in():
+    """Negated offsets give the same window without causal; the visible causal case catches them, capped at a
+    third, and names the window that looks ahead (it passed every visible check before)."""
+    scores, out = _printed("window_offsets_negated", hidden=False)
+    assert scores["test_sliding_window_attention"] == pytest.approx(1.0)
+    assert "窗口朝向了未来" in out["test_sliding_window_attention"]
+
+
+def test_a_causal_linear_attention_that_fails_is_not_said_to_leak():
+    """A causal normaliser that does not broadcast raises; no check calls that leaking the future (the old fixed
+    hint of the no-leak check said so whatever made it fail)."""
+    scores, out = _printed("causal_normaliser_not_broadcast", hidden=True)
+    printed = out["test_linear_attention"]
+    assert scores["test_linear_attention"] == pytest.approx(2 / 3)
+    assert "后面的键和值影响了前面的输出" not in printed and "调用时抛出了异常 ValueError" in printed

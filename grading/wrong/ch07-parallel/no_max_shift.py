@@ -1,7 +1,7 @@
 # wrong: exponentiates the raw scores without subtracting the maximum, so scores in the thousands overflow to nan
 # caught by: test_attention_loop
 # severity: essential
-# diagnosis: exp 溢出成 inf
+# diagnosis: 个 NaN（期望里没有）
 # %% attention_loop
 def attention_row(q_i, k, v):
     q_i, k, v = (np.asarray(a, dtype=float) for a in (q_i, k, v))

@@ -1,7 +1,7 @@
 # wrong: masks before its own softmax, but a row with every key masked is all -inf: -inf - (-inf) gives nan
 # caught by: test_masked_attention test_cross_attention
 # severity: edge
-# diagnosis: 整行被掩码时出现了 nan
+# diagnosis: 个 NaN（期望里没有）
 # %% masked_attention
 def masked_attention(q, k, v, mask=None, causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

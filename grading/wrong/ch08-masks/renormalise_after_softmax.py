@@ -2,7 +2,7 @@
 #   arithmetic, but a masked score far above the others underflows the rest to 0 and the row becomes 0/0 = nan
 # caught by: test_masked_attention
 # severity: essential
-# diagnosis: 掩码是在 softmax 之后才加上的
+# diagnosis: 个 NaN（期望里没有）
 # %% masked_attention
 def masked_attention(q, k, v, mask=None, causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))

@@ -1,7 +1,7 @@
 # wrong: right values, but it forms the n x n matrix phi(Q) phi(K)^T (tril when causal): O(n^2) memory
 # caught by: test_linear_attention
 # severity: essential
-# diagnosis: 峰值内存随 n² 增长
+# diagnosis: 约为 4 倍（构造 n×n 的矩阵时约为 16 倍）：未通过
 # %% linear_attention
 def phi(x):
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))

@@ -1,7 +1,7 @@
 # wrong: -inf is not special-cased: while the maximum is -inf, exp(-inf - (-inf)) is nan and poisons the sum
 # caught by: test_online_softmax
 # severity: edge
-# diagnosis: 遇到 -inf 的分数直接跳过
+# diagnosis: 个 NaN（期望里没有）
 # %% online_softmax
 def stream_max_and_sum(scores):
     m, total = -math.inf, 0.0

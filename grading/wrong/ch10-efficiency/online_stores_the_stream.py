@@ -1,7 +1,7 @@
 # wrong: right values, but the stream is stored and read twice (max, then sum): memory grows with it
 # caught by: test_online_softmax
 # severity: essential
-# diagnosis: 函数把分数存下来了
+# diagnosis: 不随分数的个数增长（没有把分数存下来）：未通过
 # %% online_softmax
 def stream_max_and_sum(scores):
     x = np.array([float(s) for s in scores])

@@ -1,7 +1,7 @@
 # wrong: a new maximum rescales the running sum but not the running weighted sum of the values
 # caught by: test_tiled_attention
 # severity: essential
-# diagnosis: 分成多块就错了
+# diagnosis: 没有缩放旧的加权和 acc
 # %% tiled_attention
 def tiled_attention(q, k, v, block_size, causal=False):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
