@@ -172,6 +172,19 @@ CHAPTERS: list[Chapter] = [
             released=("def block_slot", "def blocks_needed", "def topk_mask", "def topk_attention", "class BlockPool"),
             points={"test_block_slot": 2, "test_blocks_needed": 3, "test_topk_mask": 3, "test_topk_attention": 2,
                     "test_block_pool": 3}),
+    Chapter("ch21-real-model", answers=("B", "C", "B", "AC"),
+            terms=(*TERMS, "块量化（block quantization）", "均方根归一化（RMS normalization）", "困惑度（perplexity）",
+                   "归纳头（induction head）"),
+            released=("def dequantize_q4_1_block", "def rms_norm", "def attention_sublayer", "def induction_scores"),
+            points={"test_dequantize_q4_1_block": 3, "test_rms_norm": 2, "test_attention_sublayer": 4,
+                    "test_induction_scores": 3}),
+    Chapter("ch22-sinks", answers=("B", "C", "AC", "A"),
+            terms=(*TERMS, "注意力汇聚点（attention sink）", "流式生成（streaming generation）",
+                   "滚动 KV 缓存（rolling KV cache）", "汇聚点 logit（sink logit）", "困惑度（perplexity）"),
+            glue_fills={"s": ("0", "4"), "w": ("16", "32", "64"), "name": ("all", "late", "p", "new", "s", "w", "cap",
+                        "last", "slot"), "key": ("plain", "one", "five")},
+            released=("def sink_attention", "def streaming_mask", "class SinkCache"),
+            points={"test_sink_attention": 3, "test_streaming_mask": 2, "test_sink_cache": 3}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}
