@@ -10,6 +10,7 @@ from .flash import flash_attention, flash_attention_backward
 from .gqa import grouped_query_attention
 from .kv_cache import KVCache, cached_attention
 from .linear import linear_attention
+from .llama import LlamaModel, rms_norm
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .mla import LatentKVCache, latent_attention_step, multi_head_latent_attention
 from .multihead import merge_heads, multi_head_attention, split_heads
@@ -19,6 +20,7 @@ from .positions import alibi_bias, apply_rope, sinusoidal_positions
 from .projection import qkv_projection
 from .scaling import dot_product_variance, sample_dot_products, softmax_grad_norm, weight_entropy
 from .scores import attention_scores, cosine_scores
+from .sinks import SinkKVCache, sink_attention, streaming_mask
 from .softmax import softmax
 from .sparse import lightning_indexer_scores, sliding_window_attention, topk_sparse_attention
 
@@ -33,4 +35,6 @@ __all__ = [
     "flash_attention_backward",
     "delta_rule", "chunked_delta_rule",
     "PagedKVCache", "paged_attention", "topk_sparse_attention", "lightning_indexer_scores",
+    "rms_norm", "LlamaModel",
+    "sink_attention", "streaming_mask", "SinkKVCache",
 ]

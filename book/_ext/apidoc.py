@@ -66,6 +66,11 @@ CHAPTER_OF = {
     "paged_attention": "ch20-serving",
     "topk_sparse_attention": "ch20-serving",
     "lightning_indexer_scores": "ch20-serving",
+    "rms_norm": "ch21-real-model",
+    "LlamaModel": "ch21-real-model",
+    "sink_attention": "ch22-sinks",
+    "streaming_mask": "ch22-sinks",
+    "SinkKVCache": "ch22-sinks",
 }
 BACKENDS = (("NumPy", "attnlib.numpy"), ("PyTorch", "attnlib.torch"))
 
