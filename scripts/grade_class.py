@@ -109,6 +109,25 @@ def summary(report: ClassReport, course: pathlib.Path, jobs: int) -> str:
     return "\n".join(lines)
 
 
+def warm_model_cache(assignment: str) -> None:
+    """Build part 7's model cache once, as the grader, before any student's kernel starts.
+
+    An assignment whose tests read the real model (``attnlib.pretrained``) finds its float32 weights in the
+    environment's cache, which the stamp built; if ``attnlib/pretrained.py`` changed since, each sandboxed kernel
+    (which cannot write there) would dequantize the whole file again.  Without the model nothing is built: the
+    checks that need it say so in every student's feedback.
+    """
+    source = SOLUTIONS / assignment / f"{assignment}.ipynb"
+    if not source.is_file() or "pretrained" not in source.read_text(encoding="utf-8"):
+        return
+    from attnlib import pretrained
+
+    try:
+        pretrained.load_smollm2()
+    except pretrained.ModelNotInstalled as exc:
+        print(f"注意：{exc}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("assignment", help="作业编号，例如 ch05-softmax")
@@ -141,6 +160,7 @@ def main(argv=None) -> int:
     overrides = {"Execute.timeout": args.timeout} if args.timeout else None
     if args.sandbox_user is None and os.geteuid() == 0:
         print(ROOT_WARNING, file=sys.stderr)
+    warm_model_cache(args.assignment)
     try:
         report = grade_class(course, args.assignment, jobs=args.jobs, overrides=overrides, memory_gb=args.memory_gb,
                              csv_path=args.csv, progress=Progress(), sandbox_user=args.sandbox_user,
