@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import functools
 import importlib
 import inspect
 import io
@@ -356,17 +357,28 @@ def uses_reference(func, name: str) -> bool:
     scope = getattr(func, "__globals__", {})
     refs = {id(f) for f in reference_functions(name)} | {id(c) for c in reference_classes(name)}
     reaches_attnlib = named = False
-    for ins in _instructions(code):
-        value = scope.get(ins.argval) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") else None
+    for opname, argval in _names(code):
+        value = scope.get(argval) if opname in ("LOAD_GLOBAL", "LOAD_NAME") else None
         if value is not None and id(value) in refs:
             return True
         if isinstance(value, types.ModuleType) and value.__name__.startswith("attnlib"):
             reaches_attnlib = True
-        if ins.opname == "IMPORT_NAME" and str(ins.argval).startswith("attnlib"):
+        if opname == "IMPORT_NAME" and argval.startswith("attnlib"):
             reaches_attnlib = True
-        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and ins.argval == name:
+        if opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") and argval == name:
             named = True
     return reaches_attnlib and named
+
+
+_NAME_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "IMPORT_NAME", "LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(code: types.CodeType) -> tuple:
+    """``(opname, name)`` of every instruction of ``code`` (nested functions and classes included) that loads or
+    imports a name: what :func:`uses_reference` reads.  Cached per code object, since a test cell checks the same
+    function once per call it makes."""
+    return tuple((ins.opname, str(ins.argval)) for ins in _instructions(code) if ins.opname in _NAME_OPS)
 
 
 def _instructions(code: types.CodeType):
