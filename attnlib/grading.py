@@ -620,6 +620,9 @@ class Checks:
             raise TypeError(f"检查“{what}”给了 mistakes，却没有给 expected：错误模型要与正确结果比较")
         if needs is FAILED:
             ok, observed = False, "函数调用失败（原因见上方），无法检查这一项"
+        elif not ok and observed is None and _numeric(expected) and _numeric(got) \
+                and np.shape(_as_array(expected)) == np.shape(_as_array(got)) and np.size(_as_array(got)) > 1:
+            observed = _compare(got, expected, 1e-6, 1e-9)  # where two arrays differ: a long one is shown cut short
         if _strict() and mistakes:
             self._audit_models(what, expected, mistakes, match)
         matched = None
