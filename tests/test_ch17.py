@@ -391,3 +391,14 @@ def test_a_head_owns_d_rope_wide_columns_of_w_qr():
     from attnlib.numpy import mla
 
     assert "columns\n``i·d_rope ... (i+1)·d_rope - 1`` of ``w_qr``" in mla.__doc__
+
+
+def test_the_timed_shapes_say_which_ratios_they_keep():
+    """"形状按比例缩小" was not exact (DeepSeek-V2 has h = d_head = 128; the timed shapes have h = 16, d_head = 64): the
+    page names the ratios kept (d_latent and d_rope to d_head) and says the head count is not one of them."""
+    measured = section(prose(CHAPTER), "一步解码：吸收省了什么，花了什么")
+    assert "按比例缩小" not in measured
+    assert "之比仍是 DeepSeek-V2 的 4 和 1/2" in measured and "不再等于 $d_{\\text{head}}$" in measured
+    assert "assert (tdl / tdh, tdr / tdh) == (ds[3] / ds[1], ds[2] / ds[1])" in _source()
+    h, d_head, d_rope, d_latent = 128, 128, 64, 512  # DeepSeek-V2
+    assert (d_latent / d_head, d_rope / d_head) == (256 / 64, 32 / 64) == (4, 0.5) and h == d_head

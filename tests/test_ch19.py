@@ -370,3 +370,52 @@ def test_the_exercise_states_the_step_and_where_the_state_diverges():
         keys = np.tile(length * unit, (400, 1))
         _, state = anp.delta_rule(keys, keys, np.tile(v, (400, 1)), np.full(400, 0.9))
         assert (np.abs(state).max() > 1e3) == grows, (length, np.abs(state).max())
+
+
+# --------------------------------------------------------------------------- the review of part 6
+
+def test_the_state_form_is_said_to_agree_as_measured(chapter):
+    """The page said "逐位一致" where the cell asserted only allclose (the gap is a rounding error, not 0): the
+    sentence is now picked by the measured gap."""
+    gap, sentences = chapter["state_gap"], chapter["state_agrees"]
+    assert gap == float(np.abs(chapter["by_state"] - chapter["by_sums"]).max()) < 1e-12
+    assert chapter["glued"]["ch19_state_sentence"] == sentences.pick(gap)
+    assert "逐位相同" in sentences.pick(0.0) and "舍入误差" not in sentences.pick(0.0)
+    assert "最多相差 2e-16" in sentences.pick(2.2e-16) and "逐位" not in sentences.pick(2.2e-16)
+    with pytest.raises(ValueError):
+        sentences.pick(1e-3)  # a real difference: no sentence holds, the page does not build
+    state = section(prose(CHAPTER), "把线性注意力写成状态")
+    assert "逐位一致" not in state and "{glue:text}`ch19_state_sentence`" in state
+
+
+def test_orthogonal_directions_are_untouched_only_without_a_gate():
+    rng = np.random.default_rng(11)
+    key = np.array([[1.0, 0.0, 0.0]])
+    s0, v = rng.normal(size=(3, 2)), rng.normal(size=(1, 2))
+    for alpha, untouched in ((1.0, True), (0.8, False)):
+        _, s = anp.delta_rule(key, key, v, np.ones(1), alpha=np.array([alpha]), initial_state=s0)
+        assert np.allclose(s[1:], s0[1:]) is untouched
+    rule = section(prose(CHAPTER), "delta 规则：先擦后写")
+    assert "$\\alpha_t = 1$ 时，与 $\\mathbf k_t$ 正交的方向不受影响" in rule
+
+
+def test_the_self_check_writes_the_chunk_system_in_the_page_s_notation():
+    why = questions(ASSIGNMENT)[3]["options"][0]["why"]
+    assert "U - W S" not in why and "$(I + A)D = BV - BKS$" in why
+    assert "(I + A)\\,D = BV - BKS" in CHAPTER.read_text(encoding="utf-8")  # the page's display equation
+
+
+def test_an_answer_that_changes_the_given_state_loses_only_the_untouched_check():
+    """The hidden check computed its expected outputs from s0 after the student's call, so an answer updating the
+    given state in place (right outputs) failed the essential 40-step check and kept a third.  Expected outputs and
+    models now come from the copy made before the call."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb = source_notebook(ASSIGNMENT)
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "state_changed_in_place.py")
+    assert kept.severity == "edge"
+    scores, out = execute(nb, replace=kept.cells)
+    printed = out["test_delta_recurrence"]
+    failed = [line for line in printed.splitlines() if line.startswith("✗")]
+    assert failed == ["✗ 没有改动传入的初始状态：未通过"], printed
+    assert scores["test_delta_recurrence"] == pytest.approx(3 * 7 / 8)

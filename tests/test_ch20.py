@@ -311,3 +311,99 @@ def test_selecting_before_the_mask_is_shown_as_a_bug_with_its_figure(chapter):
 
     assert_draws_without_warnings(chapter["topk_fig"])
     assert [ax.get_title() for ax in chapter["topk_fig"].axes] == ["先掩码，再挑", "先挑，再掩码"]
+
+
+# --------------------------------------------------------------------------- the review of part 6 (hints)
+
+def _feedback(*names: str, cell: str, hidden: bool = False) -> dict[str, tuple[float, str]]:
+    """``{name: (score, printed)}`` of ``cell`` for each kept wrong answer ``name`` (the visible tests by default)."""
+    from nbrun import execute, read_kept, source_notebook
+
+    nb, found = source_notebook(ASSIGNMENT), {}
+    for name in names:
+        kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / f"{name}.py")
+        scores, out = execute(nb, replace=kept.cells, hidden=hidden)
+        found[name] = scores[cell], out[cell]
+    return found
+
+
+def _hints(printed: str) -> list[str]:
+    return [line for line in printed.splitlines() if "提示" in line]
+
+
+def test_a_mask_that_keeps_k_picks_is_named_as_such_and_never_as_no_mask():
+    """Masking to −inf and keeping k stable picks (the −inf ones never dropped) used to be told "没有加因果掩码" by
+    the count check, where it and no mask at all both select k keys per row.  The count check and "k 比键数还多"
+    list neither now; the first check, where the two differ, names each."""
+    got = _feedback("topk_masked_keeps_k", "topk_no_causal_mask", cell="test_topk_mask", hidden=True)
+    kept_k, no_mask = (got[n][1] for n in ("topk_masked_keeps_k", "topk_no_causal_mask"))
+    assert _hints(kept_k) and all("被掩码的（未来的）键补足了 k 个" in line for line in _hints(kept_k)), kept_k
+    assert _hints(no_mask) and all("没有加因果掩码" in line for line in _hints(no_mask)), no_mask
+    for printed in (kept_k, no_mask):
+        for label in ("每个查询选中 min(k, i + 1) 个键", "k 比键数还多"):
+            lines = printed.split(label)[1].split("\n✓")[0].split("\n✗")[0]
+            assert "提示" not in lines, (label, printed)
+
+
+def test_ties_are_checked_visibly_on_enough_tied_scores_to_catch_an_unordered_pick():
+    """np.argpartition breaks ties in no fixed order: a 6 x 6 check with one tied row let it through Validate with
+    full marks.  The visible tie check has 24 queries and 8 keys per score value; it fails there and says where."""
+    score, printed = _feedback("topk_argpartition", cell="test_topk_mask")["topk_argpartition"]
+    assert score <= 1 and "提示" not in printed and "个数不一致" in printed, printed
+
+
+def test_each_block_count_mistake_is_named_on_lengths_that_separate_them_all():
+    """full + Σ⌈(n − prefix)/B⌉ (the partial block and its copies forgotten) gave 8 = the share_partial count on
+    [30, 41, 27] and was told it shared the partial block; it has its own model now, on lengths where the right
+    count and all six models differ."""
+    full, prefix, size, lengths = 2, 21, 8, [22, 23, 25, 26]
+    part, own = 3, [n - full * size for n in lengths]
+    counts = {
+        "right": full + sum(-(-m // size) for m in own), "floor": full + sum(m // size for m in own),
+        "share_partial": part + sum(max(0, -(-(n - part * size) // size)) for n in lengths),
+        "no_sharing": sum(-(-n // size) for n in lengths),
+        "own_from_new_block": part + sum(-(-(n - prefix) // size) for n in lengths),
+        "parent_kept": full + sum(-(-m // size) for m in own) + 1,
+        "copies_not_counted": full + sum(-(-(n - prefix) // size) for n in lengths),
+    }
+    assert list(counts.values()) == [8, 4, 5, 14, 7, 9, 6]
+    got = _feedback("blocks_copies_not_counted", "blocks_share_partial", "blocks_own_from_new_block",
+                    cell="test_blocks_needed")
+    says = {"blocks_copies_not_counted": "既没有算共用，也没有算每个请求复制的那一份",
+            "blocks_share_partial": "把前缀半满的最后一块也当成共用的", "blocks_own_from_new_block": "复制的半满块没算"}
+    for name, (score, printed) in got.items():
+        assert score <= 1 and _hints(printed) and all(says[name] in line for line in _hints(printed)), printed
+
+
+def test_the_boundary_check_tells_ceil_from_the_next_boundary():
+    """On positions 3 and 4 alone ⌈t / B⌉ and (t + 1) // B give the same blocks, so a ceiling was told "(t + 1) // B";
+    position 5 separates them."""
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "block_index_next_boundary.py")
+    ceil = {"block_slot": kept.cells["block_slot"].replace("(t + 1) // block_size", "-(-t // block_size)")}
+    assert ceil["block_slot"] != kept.cells["block_slot"]
+    nb = source_notebook(ASSIGNMENT)
+    for cells, named in ((kept.cells, True), (ceil, False)):
+        _, out = execute(nb, replace=cells, hidden=False)
+        boundary = out["test_block_slot"].split("块的边界")[1].split("\n✓")[0].split("\n✗")[0]
+        assert ("块的下标用了 (t + 1) // B" in boundary) is named, boundary
+
+
+def test_a_fork_that_shares_the_table_list_is_not_told_the_count_was_kept():
+    """A fork giving the child the parent's own list leaks a block when all three sequences are freed, as a kept
+    count does: the last check compares only ({}, free blocks), so it names neither; the first check's values show
+    the child reading the parent's token."""
+    score, printed = _feedback("fork_shares_table", cell="test_block_pool")["fork_shares_table"]
+    assert score <= 1 and "提示" not in printed and "'c': [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 200.0]" in printed, printed
+
+
+def test_the_offset_pitfall_says_where_each_mistake_fails():
+    pitfall = next(line for line in prose(CHAPTER).splitlines() if "块内偏移差一" in line)
+    assert "恰好在块的边界上出错" not in pitfall and "每个词元都差一个槽" in pitfall
+    for size in (4, 16):
+        t = np.arange(8 * size)
+        wrong_block = (t + 1) // size != t // size
+        assert (wrong_block == (t % size == size - 1)).all()  # (t + 1) // B: only each block's last token
+        assert ((t % size + 1) != t % size).all() and (t % size + 1).max() == size  # every slot, up to B
+    assert "{glue:text}`ch20_cpus` 个逻辑 CPU" in prose(CHAPTER) and "个 CPU 核" not in prose(CHAPTER)
