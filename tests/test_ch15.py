@@ -299,16 +299,17 @@ def test_assignment_grades_as_intended(tmp_path):
     }, {
         "delegating": [0, 0, 3],
         # each misses its exercise's point: capped at a third (the rotation, the bias), or under it (the step is
-        # right only where the cache is empty: 1 of 7 checks)
-        "mixed": [1, 2 / 3, 3 / 7],
+        # right only where the cache is empty: 1 of 8 checks)
+        "mixed": [1, 2 / 3, 3 / 8],
         "noisy": [3, 2, 3],
     })  # 8 autograded + the written answer (2, by hand)
 
 
 @pytest.mark.grading
 def test_the_two_decoding_mistakes_get_their_own_hints():
-    """Rotating the new tokens from position 0 and not rotating the new key are told apart on the returned keys too:
-    Validate names each mistake, never the other one (for one new token, position 0 and "not rotated" coincide)."""
+    """Rotating the new tokens from position 0 and not rotating the new key are told apart where two new tokens enter
+    at once (their output and the returned keys): Validate names each mistake, never the other one (for one new
+    token, position 0 and "not rotated" coincide)."""
     from nbrun import execute, read_kept, source_notebook
 
     nb = source_notebook(ASSIGNMENT)
@@ -319,4 +320,4 @@ def test_the_two_decoding_mistakes_get_their_own_hints():
     (from_zero, shown_zero), (not_rotated, shown_unrotated) = hints.values()
     assert from_zero in shown_zero and not_rotated not in shown_zero
     assert not_rotated in shown_unrotated and from_zero not in shown_unrotated
-    assert shown_zero.count(from_zero) == 2  # the step's output and the returned keys
+    assert shown_zero.count(from_zero) == 3  # the steps' output, the two new positions' output and the returned keys
