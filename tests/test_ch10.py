@@ -170,9 +170,12 @@ def test_the_library_window_equals_masked_attention_and_never_forms_n_by_n():
 @pytest.mark.cjk_font
 def test_window_and_linear_times_grow_linearly(chapter):
     assert list(chapter["long_sizes"]) == [1024, 2048, 4096, 8192]
-    # fitted slopes ~1 (1.0-1.2 seen) against exact attention's ~2
-    assert chapter["window_slope"] < 1.6 < chapter["time_slope"]
-    assert chapter["linear_slope"] < 1.6
+    # fitted slopes ~1 (1.0-1.2 seen on a quiet machine, up to 1.74 on a busy one) against exact attention's ~2:
+    # the page picks its words by the slope it measured
+    assert chapter["window_slope"] < chapter["time_slope"] - 0.3
+    assert chapter["linear_slope"] < chapter["time_slope"] - 0.3
+    words = chapter["glued"]["ch10_window_slope_words"]
+    assert ("约为 1" in words) == (chapter["window_slope"] < 1.35)
     assert chapter["glued"]["ch10_window_vs_exact"] < 0.7  # 0.29 seen at n = 2048 (w = 64)
 
 
@@ -513,9 +516,9 @@ def test_assignment_grades_as_intended(tmp_path):
         # a failed essential check (【要点】) caps a cell at a third of its points. The off-by-one window keeps
         # only w = n and the two memory checks (3 of 14); the unnormalised linear attention only its no-leak,
         # error-ratio and four memory checks (6 of 18, = the cap); without rescaling, the stream passes the
-        # memory, all -inf and empty checks (5 of 14, capped at 2/3); tiles without the rescale of the values pass
-        # block sizes 29 and 40 >= n_k (one block) and the two memory checks (4 of 14)
-        "mixed": [3 * 3 / 14, 2 * 6 / 18, 2 / 3, 3 * 4 / 14],
+        # memory, all -inf and empty checks (5 of 15, capped at 2/3); tiles without the rescale of the values pass
+        # block sizes 29 and 40 >= n_k (one block) and the two memory checks (4 of 15)
+        "mixed": [3 * 3 / 14, 2 * 6 / 18, 2 / 3, 3 * 4 / 15],
         "memory": [1, 2, 2, 1],
         "noisy": [3, 2, 2, 3],
         "loops": [3, 2, 2, 3],
