@@ -14,6 +14,8 @@
 #                kernels as that unprivileged user)
 #   make roster COURSE=dir ROSTER=roster.csv  import a class roster (id, name, email) into the class gradebook
 #   make formgrader COURSE=dir  JupyterLab with the Formgrader on a class folder (nothing written into the checkout)
+#   make export COURSE=dir FORMAT=canvas|moodle|xlsx [OUT=file] [ASSIGNMENT=a,b]  the class's grades as the file a
+#                learning platform imports (Canvas's or Moodle's grade import CSV, a spreadsheet with Chinese headers)
 #   make report COURSE=dir ASSIGNMENT=quiz-sdpa [OUT=page.html]  item analysis of a graded assignment (offline HTML)
 #   make similarity COURSE=dir ASSIGNMENT=ch05-softmax [OUT=page.html]  ranked similar pairs of submissions
 #                (offline HTML and a CSV next to it, for the instructor only)
@@ -21,7 +23,8 @@
 #   make variant ASSIGNMENT=quiz-sdpa STUDENT=id  one student's options, letters and key of a quiz (regrades)
 #   make audit ASSIGNMENT=ch16-gqa [BUDGET=40] [OUT=page.html]  mutation analysis of an assignment's tests: each
 #                reference answer mutated one step at a time, graded visible and hidden (Chinese table, offline
-#                HTML page in _build/audit/; exit 1 on an undeclared survivor or a point-breaking mutant not capped)
+#                HTML page in _build/audit/; a non-zero exit on an undeclared survivor, or on a point-breaking
+#                mutant that no visible essential check catches)
 #   make bench   speed and memory ratios, measured side by side in one run
 #   make lint    ruff
 #   make lock    rewrite constraints.txt from the current environment
@@ -73,6 +76,12 @@ roster: $(STAMP)
 formgrader: $(STAMP)
 	@test "$(COURSE)" != "." || { echo "用法：make formgrader COURSE=课程目录"; exit 2; }
 	$(PY) scripts/formgrader.py $(COURSE)
+
+# the class's grades for a learning platform (grading/lms_export.py): Canvas's or Moodle's import CSV, or an .xlsx
+.PHONY: export
+export: $(STAMP)
+	@test "$(COURSE)" != "." -a -n "$(FORMAT)" || { echo "用法：make export COURSE=课程目录 FORMAT=canvas|moodle|xlsx [OUT=文件] [ASSIGNMENT=练习编号,…]"; exit 2; }
+	$(PY) scripts/export.py $(COURSE) --format $(FORMAT) $(if $(OUT),-o $(OUT)) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
 
 .PHONY: report
 report: $(STAMP)

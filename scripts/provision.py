@@ -1,7 +1,8 @@
 """Install what the tests need besides Python packages (``make test`` runs this first).
 
-Four programs are needed: a font with Chinese glyphs (figures, the book,
-screenshots), headless Chromium (the browser tests), npm's
+Five programs are needed: a font with Chinese glyphs (figures, the book,
+screenshots), headless Chromium (the browser tests), nginx (a real static web
+server: the built book served from a sub-path, as on GitHub Pages), npm's
 ``configurable-http-proxy``, JupyterHub's proxy (the class-exchange test on a
 real JupyterHub) and npm's ``axe-core``, the accessibility checker the browser
 tests run in every page of the book.  As root on a machine with apt, the missing
@@ -26,6 +27,9 @@ from build_book import FONT_PACKAGES, cjk_fonts
 #: Executable names of Chromium (Debian's package installs ``chromium``).
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_PACKAGES = ["chromium"]
+#: Debian's nginx: tests/test_site_subpath.py serves the built book from a sub-path with it (installed in /usr/sbin,
+#: which an ordinary user's PATH may not hold: looked for there too).
+NGINX_PACKAGES = ["nginx"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: JupyterHub's proxy, pinned: 4.6 runs on Debian 12's Node.js 18 (5.x asks for Node.js 20).
@@ -65,6 +69,9 @@ NO_AXE = ("找不到 axe-core（无障碍检查），无障碍测试跳过。安
           + " (axe-core not found: accessibility tests skipped)")
 NO_CHROMIUM = ("找不到 Chromium，浏览器测试跳过。安装：sudo apt-get install -y --no-install-recommends chromium "
                "(headless Chromium not found: browser tests skipped)")
+NO_NGINX = ("找不到 nginx（静态网站服务器），从子路径访问电子书的测试跳过。安装：sudo apt-get install -y "
+            "--no-install-recommends " + " ".join(NGINX_PACKAGES)
+            + " (nginx not found: the sub-path site test skipped)")
 NO_FONT = ("找不到中文字体，需要它的测试（书、图、浏览器）跳过。安装：sudo apt-get install -y --no-install-recommends "
            + " ".join(FONT_PACKAGES) + " (no CJK font: tests that draw Chinese skipped)")
 
@@ -76,6 +83,11 @@ def find_chromium() -> str | None:
         if path:
             return path
     return None
+
+
+def find_nginx() -> str | None:
+    """Path of the ``nginx`` executable (on PATH, or in ``/usr/sbin`` where Debian puts it), or None."""
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
 
 
 def find_proxy() -> str | None:
@@ -106,7 +118,7 @@ def proxy_bin_dir() -> str | None:
 def missing_packages() -> list[str]:
     """Debian packages that would provide what is missing here."""
     packages = [] if cjk_fonts() else list(FONT_PACKAGES)
-    return packages + ([] if find_chromium() else CHROMIUM_PACKAGES)
+    return packages + ([] if find_chromium() else CHROMIUM_PACKAGES) + ([] if find_nginx() else NGINX_PACKAGES)
 
 
 def can_install() -> bool:
@@ -160,6 +172,8 @@ def main() -> int:
         print(NO_FONT, flush=True)
     if not find_chromium():
         print(NO_CHROMIUM, flush=True)
+    if not find_nginx():
+        print(NO_NGINX, flush=True)
     if not find_proxy():
         print(NO_PROXY, flush=True)
     if not find_axe():

@@ -52,7 +52,7 @@ provision = load_script("provision")
 
 
 #: The test files that read the suite's one build of the book (``built_book()`` in tests/test_book.py).
-BOOK_FILES = frozenset({"test_book.py", "test_browser.py", "test_ch01.py"})
+BOOK_FILES = frozenset({"test_book.py", "test_browser.py", "test_ch01.py", "test_site_subpath.py"})
 
 
 def worker_group(nodeid: str) -> str:

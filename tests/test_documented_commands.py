@@ -160,6 +160,13 @@ REGISTRY: dict[str, dict] = {
         "tests/test_similarity.py::test_make_similarity_as_written", "as written"),
     ".venv/bin/python scripts/similarity.py 课程目录 ch05-softmax -o 页面.html": _entry(
         "tests/test_similarity.py::test_make_similarity_as_written", "as written"),
+    "make audit ASSIGNMENT=ch16-gqa": _entry(
+        "tests/test_audit.py::test_make_audit_as_written", "as written",
+        "在仓库根目录输入，评全部变异体；页面写进 _build/audit/（git 忽略的构建目录）"),
+    "make audit ASSIGNMENT=ch16-gqa BUDGET=40 OUT=页面.html": _entry(
+        "tests/test_audit.py::test_make_audit_as_written", "as written", "页面.html 换成临时目录里的路径"),
+    ".venv/bin/python scripts/audit.py ch16-gqa --budget 40 -o 页面.html": _entry(
+        "tests/test_audit.py::test_make_audit_as_written", "as written", "页面.html 换成临时目录里的路径"),
     "make lint": _entry(f"{HERE}::test_make_lint_as_written", "as written"),
     "make bench": _entry("", "not run",
                          "全部基准要几分钟、结果随机器而变，不属于测试；只跑一项的写法 make bench BENCH=kv_cache "
@@ -222,6 +229,14 @@ REGISTRY: dict[str, dict] = {
     "nbgrader export --CourseDirectory.root=课程目录": _entry(
         f"{TERM}::test_the_export_writes_into_the_class_folder_with_status_from_anywhere", "as written",
         "在仓库根目录、source .venv/bin/activate 之后输入"),
+    # grades for a learning platform (tests/test_export.py: one class folder, each line typed at the repository root)
+    **{f"make export COURSE=课程目录 FORMAT={fmt}": _entry(
+        "tests/test_export.py::test_each_documented_command_runs_and_says_what_it_wrote", "as written",
+        "以 root 在仓库根目录输入，课程目录换成临时的班级文件夹；写出的文件由同一文件的测试读回核对")
+       for fmt in ("canvas", "moodle", "xlsx")},
+    "make export COURSE=课程目录 FORMAT=xlsx OUT=成绩.xlsx ASSIGNMENT=ch05-softmax,quiz-sdpa": _entry(
+        "tests/test_export.py::test_out_and_a_choice_of_assignments_as_written", "as written",
+        "成绩.xlsx 换成临时目录里的路径"),
     # JupyterHub: the tested single-server configuration
     **{command: _entry(f"{ROUTES}::test_the_hub_block_of_the_instructor_guide_as_written", "as written",
                        "四行一起以 root 在检出目录的临时副本的根目录里输入，在一个私有的挂载命名空间里，"

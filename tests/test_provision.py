@@ -95,6 +95,7 @@ def test_without_root_nothing_is_installed_and_each_missing_program_gets_one_lin
     monkeypatch.setattr(provision, "find_chromium", lambda: None)
     monkeypatch.setattr(provision, "cjk_fonts", lambda: [])
     monkeypatch.setattr(provision, "find_axe", lambda: "/opt/axe-core/axe.min.js")  # its own tests are below
+    monkeypatch.setattr(provision, "find_nginx", lambda: "/usr/sbin/nginx")  # its own tests are in test_site_subpath
     lines = []
     monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
     assert provision.main() == 0
@@ -107,6 +108,7 @@ def test_without_root_nothing_is_installed_and_each_missing_program_gets_one_lin
 def test_nothing_missing_means_no_apt_and_no_message(monkeypatch):
     monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
     monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    monkeypatch.setattr(provision, "find_nginx", lambda: "/usr/sbin/nginx")
     monkeypatch.setattr(provision, "apt_install", lambda packages: pytest.fail(f"apt for {packages}"))
     assert provision.missing_packages() == []
     assert provision.main() == 0
@@ -201,6 +203,7 @@ def test_without_root_npm_still_installs_the_proxy_into_the_project(no_npm, monk
     monkeypatch.setattr(provision, "can_install", lambda: False)
     monkeypatch.setattr(provision, "find_chromium", lambda: "/usr/bin/chromium")
     monkeypatch.setattr(provision, "cjk_fonts", lambda: ["WenQuanYi Micro Hei"])
+    monkeypatch.setattr(provision, "find_nginx", lambda: "/usr/sbin/nginx")
     monkeypatch.setattr(provision, "apt_install", lambda packages: pytest.fail(f"apt for {packages}"))
     lines = []
     monkeypatch.setattr("builtins.print", lambda *args, **kwargs: lines.append(" ".join(map(str, args))))
