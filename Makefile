@@ -6,7 +6,7 @@
 #   make test    the whole test suite (library, notebooks, book, grading, browser, JupyterHub) in TEST_JOBS=2
 #                worker processes (pytest-xdist, grouped by file: tests/conftest.py); it first
 #                installs JupyterHub's proxy and axe-core with npm into .venv/ and, as root, the CJK font,
-#                Chromium (and Node.js if npm is missing) with apt; where one is missing its tests skip
+#                Chromium, nginx (and Node.js if npm is missing) with apt; where one is missing its tests skip
 #   make release regenerate the student notebooks/ from the instructor solutions/
 #   make grade   the instructor's whole nbgrader chain on the sample submissions
 #   make grade-class ASSIGNMENT=ch05-softmax COURSE=dir [JOBS=2] [STUDENT=id,id] [SANDBOX=nobody]  autograde a
