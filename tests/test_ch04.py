@@ -188,4 +188,4 @@ def test_only_an_entropy_of_the_opposite_sign_is_told_so():
     _, out = execute(nb, replace=swapped.cells, hidden=False)
     assert "提示" not in out["test_row_entropy"] and "实际 -0" in out["test_row_entropy"]
     _, out = execute(nb, replace={"row_entropy": SIGN_FLIPPED}, hidden=False)
-    assert out["test_row_entropy"].count("结果正好是熵的相反数") == 3  # the three visible checks: none is all zero
+    assert out["test_row_entropy"].count("结果正好是熵的相反数") == 4  # the four visible checks: none is all zero

@@ -294,15 +294,16 @@ def test_assignment_grades_as_intended(tmp_path):
         "mixed": assignments.with_cells(source, {"scaled_dot_product_attention": DELEGATION,
                                                  "permutation_gaps": NOISY_GAPS}),
     }, {
-        # A^T V: 6 of 19 checks pass (the pair, the example's four weight checks, the ValueError: no output is right,
-        # and on non-square inputs A^T V raises), under the cap of a third;
-        # a class that reseeds for every matrix, on top of the transposed attention: 6 of 14, capped at a third
-        # (the w_k draw is essential); weights permuted on their rows only: 3 of 7 (the positions layer's
-        # "clearly above 0", the list form and the untouched input), capped at a third (the gaps are essential)
-        "partial": [4 * 6 / 19, 2 * (1 / 3), 2 * (1 / 3)],
-        # the reference behind the student's name: 0, and the class that calls it keeps its draws and the
-        # reproducibility check (7 of 14) but misses forward, so a third; a right answer that prints to stderr
-        # and warns keeps its points
+        # A^T V: 8 of 21 checks pass (the pair, the example's four weight checks, the far-apart rows' weights, the
+        # ValueError and its message: no output is right, and on non-square inputs A^T V raises), capped at a third
+        # (its outputs are essential);
+        # a class that reseeds for every matrix, on top of the transposed attention: 6 of 15, capped at a third
+        # (the w_k draw is essential); weights permuted on their rows only: 2 of 7 (the list form and the untouched
+        # input; the positions layer's gaps are checked by value), under the cap of a third
+        "partial": [4 * (1 / 3), 2 * (1 / 3), 2 * 2 / 7],
+        # the reference behind the student's name: 0, and the class that calls it keeps its draws, the
+        # reproducibility check and d_v's default (8 of 15) but misses forward, so a third; a right answer that
+        # prints to stderr and warns keeps its points
         "mixed": [0, 2 * (1 / 3), 2],
     })  # 8 autograded + the written answer (2, by hand)
 
