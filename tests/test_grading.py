@@ -25,10 +25,10 @@ STABLE, TEMPERATURE, MASKED, WRITTEN = (
     "test_softmax_stable", "test_softmax_temperature", "test_masked_softmax", "written_shift")
 
 # The intended score of every graded cell, (score, max). None = written answer waiting for a human.
-# partial: 7 of 10 checks of exercise 1, but no max shift ([1000, 1000], ±1e4 and two far-apart rows overflow):
+# partial: 7 of 11 checks of exercise 1, but no max shift ([1000, 1000], ±1e4 and two far-apart rows overflow):
 #          an essential check fails, so a third of the points                    -> 3 * 1/3;
 #          4 of 7 of exercise 2 (no ValueError for T <= 0, T=1e-3 overflows: edges) -> 2 * 4/7;
-#          4 of 7 of exercise 3, but fully masked slices become NaN (essential)  -> 3 * 1/3.
+#          4 of 10 of exercise 3, but fully masked slices become NaN (essential)  -> 3 * 1/3.
 # crash:   exercise 1's cell raises ImportError, so softmax_stable never exists: its test cell errors (0);
 #          exercise 2 only passes its two ValueError checks (2 * 2/7); exercise 3 is right.
 # endless: exercise 3 loops forever on a fully masked row: interrupted at the timeout, 0; the rest full.
