@@ -75,6 +75,11 @@ def silu(z):
 class LlamaModel:
     """A LLaMA-style decoder: token embedding, ``n_layers`` pre-norm blocks, a tied read-out.
 
+    The methods below are the model's pieces, in the order a token meets them
+    (``embed``, then per layer ``qkv``, attention, ``attention_output``, ``mlp``,
+    then ``readout``); ``forward`` and ``step`` chain them, and a chapter that
+    needs another arrangement (another cache, other positions) can chain them too.
+
     Parameters
     ----------
     config : mapping
@@ -87,10 +92,6 @@ class LlamaModel:
         ``output.weight`` of shape (vocab_size, d_model) replaces the tied read-out.
         The arrays are used as they are (not copied, not scanned).
 
-    The methods below are the model's pieces, in the order a token meets them
-    (``embed``, then per layer ``qkv``, attention, ``attention_output``, ``mlp``,
-    then ``readout``); ``forward`` and ``step`` chain them, and a chapter that
-    needs another arrangement (another cache, other positions) can chain them too.
     """
 
     def __init__(self, config, weights):
