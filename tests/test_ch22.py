@@ -1,8 +1,9 @@
 """Chapter 22 (注意力汇聚点与流式生成): the lesson's claims hold, the self-check is right, the assignment grades.
 
-What the lesson's cells leave shows, on SmolLM2-135M-Instruct reading the first 384 tokens of a section of the
-Python documentation: many heads of the later layers put most of their weight on the first token, whose hidden
-state is outsized while its key is short and, in those layers, its value too; hiding it from every later query
+What the lesson's cells leave shows, on SmolLM2-135M-Instruct reading the first 256 tokens of a section of the
+Python documentation (perplexity over the predictions from position 128 on): many heads of the later layers put
+most of their weight on the first token, whose hidden state becomes outsized in the layer just before them while
+its key is short (RMSNorm) and, in those layers, its value too; hiding it from every later query
 hands its role to the next token (perplexity unchanged), hiding it only from the queries after that does not
 (perplexity up); a window alone is far worse than four sinks plus the window; a rolling cache decoding one token
 at a time gives the logits of its parallel equivalent, with RoPE at the cache's slots (StreamingLLM) as at the
@@ -53,9 +54,17 @@ def test_page_opens_from_chapters_21_11_and_10_and_cites_what_it_uses():
 def test_the_conditions_of_every_measurement_are_stated():
     """The text, its length, where the loss is taken and the single thread are in the prose and in the code."""
     body, source = prose(CHAPTER), _source()
-    assert 'topics["execmodel"]' in source and "[:384]" in source and "START = len(ids), 128" in source
+    assert 'topics["execmodel"]' in source and "[:256]" in source and "START = len(ids), 128" in source
     assert "Execution model" in body and "{glue:text}`ch22_n`" in body and "{glue:text}`ch22_start`" in body
+    # the loss is taken on the predictions from position START on, said in the prose (glued), not only in a comment
+    assert "只算从第 {glue:text}`ch22_start` 个位置起的 {glue:text}`ch22_scored` 个预测" in body
+    windows = section(body, "只留窗口，还是再留几个汇聚点")
+    assert "{glue:text}`ch22_start`" in windows and "计分的每个查询都已经看不见第 0 个词元" in windows
+    assert "assert START >= max(windows)" in source
+    assert "长文本" not in body  # the length is stated: "这段 {glue:text}`ch22_n` 个词元的文字"
     assert "torch.set_num_threads(1)" in source and "seed" not in body.lower() and "种子" not in body
+    # "做的计算与 model.forward 相同": asserted, bit for bit, on a short input
+    assert "assert torch.equal(forward(short), model.forward(short))" in source and "逐位相同" in body
     assert "optim" not in source and "backward" not in source  # nothing is trained
 
 
@@ -81,11 +90,14 @@ def test_many_heads_put_most_of_their_weight_on_the_first_token(chapter):
     share, g = chapter["share"], chapter["glued"]
     assert share.shape == (30, 9) and g["ch22_all_heads"] == 270
     assert g["ch22_over_half"] == int((share > 0.5).sum()) > 27  # more than a tenth of the heads
-    assert g["ch22_uniform"] == pytest.approx(np.mean(1 / np.arange(129, 385)))
+    assert g["ch22_scored"] == g["ch22_n"] - 1 - g["ch22_start"] == 127
+    assert g["ch22_uniform"] == pytest.approx(np.mean(1 / np.arange(129, 257)))
     assert g["ch22_max_share"] > 100 * g["ch22_uniform"]
     busy = share.mean(1) > 0.2
     assert g["ch22_busy"] == busy.sum() and busy[g["ch22_first_busy"]:].all()
     assert g["ch22_low_share"] < 0.05 and chapter["idle"][:2].all()
+    assert "最前面的两层（第 0、1 层，图中最上面两行）" in prose(CHAPTER)  # layers 0 and 1, not the last ones
+    assert 0 < (share > 0.8).sum() <= 5  # the figure's alt text: "个别格子接近最亮"
     fig = chapter["share_fig"]
     assert_draws_without_warnings(fig)
     assert [ax.get_xlabel() for ax in fig.axes[:1]] == ["头"] and fig.axes[0].get_ylabel() == "层"
@@ -93,8 +105,11 @@ def test_many_heads_put_most_of_their_weight_on_the_first_token(chapter):
 
 @pytest.mark.cjk_font
 def test_the_first_token_s_hidden_state_is_outsized_its_key_is_not(chapter):
-    g = chapter["glued"]
-    assert g["ch22_lift"] > 50 and g["ch22_lift_layer"] == int(chapter["lift"].argmax())
+    g, lift = chapter["glued"], chapter["lift"]
+    assert g["ch22_lift"] > 50 and g["ch22_lift_layer"] == int(lift.argmax())
+    # "经过第 0 到第 10 层……再经过第 11 层，一下子变成……；……正是从紧接着的第 12 层开始的"
+    assert g["ch22_lift_before"] == lift[:g["ch22_lift_layer"]].max() < g["ch22_lift"] / 10
+    assert g["ch22_lift_prev"] + 1 == g["ch22_lift_layer"] == g["ch22_first_busy"] - 1
     assert g["ch22_key_max"] < 1  # "键却不长"
     assert g["ch22_value_busy"] < 0.5 < g["ch22_value_idle"]
 
@@ -109,6 +124,7 @@ def test_hiding_the_first_token_hands_its_role_to_the_next_one_only_if_that_one_
     assert g["ch22_ppl_hide_late"] > 1.05 * g["ch22_ppl_full"]  # "升到"
     mask = chapter["hide"]["late"]
     assert mask[1, 0] and not mask[2:, 0].any() and mask[0, 0]
+    assert all(re.search("[\u4e00-\u9fff]", label) for label in chapter["said"].values())  # printed in Chinese
 
 
 @pytest.mark.cjk_font
@@ -123,6 +139,9 @@ def test_a_window_alone_is_far_worse_than_four_sinks_and_the_window(chapter):
     assert_draws_without_warnings(fig)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["只留窗口", "4 个汇聚点 + 窗口", "全部因果注意力"]
+    ax = fig.axes[0]  # the log axis is labelled with plain numbers, not "2×10¹"
+    ticks = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+    assert len(ticks) >= 3 and all(re.fullmatch(r"\d+", text) for text in ticks), ticks
 
 
 @pytest.mark.cjk_font
@@ -131,9 +150,9 @@ def test_the_parallel_mask_equals_the_rolling_cache_and_streamingllm_s_slots_dif
     assert max(chapter["same"].values()) < 1e-3 < g["ch22_roll_gap"]
     assert g["ch22_stream_agree"] == chapter["agree"].pick(max(chapter["same"].values()))
     assert g["ch22_slots_sentence"] == chapter["differ"].pick(abs(g["ch22_ppl_slots"] / g["ch22_ppl_4_32"] - 1))
-    assert (g["ch22_roll_cap"], g["ch22_roll_slot"]) == (12, 11) and g["ch22_roll_last"] == 26
+    assert (g["ch22_roll_cap"], g["ch22_roll_slot"]) == (8, 7) and g["ch22_roll_last"] == 12
     seqs = chapter["seqs"]
-    assert [len(s) for s in seqs] == [28, 28] and seqs[0][:20] == seqs[1][:20] == chapter["ids"][:20]
+    assert [len(s) for s in seqs] == [14, 14] and seqs[0][:10] == seqs[1][:10] == chapter["ids"][:10]
 
 
 def test_slot_attention_is_streamingllm_s_cache_on_random_weights():
@@ -167,6 +186,11 @@ def test_a_sink_logit_lets_a_head_read_nothing_and_is_computed_stably(chapter):
     for rows in w.values():
         np.testing.assert_allclose(rows.sum(-1), 1)  # six keys and the sink share everything
     assert np.isnan(chapter["naive"]).any() and np.isfinite(chapter["stable"]).all()
+    # "x 超过约 709.8 时 exp(x) 超出 float64……float32 里超过约 88.7"
+    assert round(g["ch22_exp_top64"], 1) == 709.8 and round(g["ch22_exp_top32"], 1) == 88.7
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.exp(np.float64(709.8))) and np.isfinite(np.exp(np.float64(709.7)))
+        assert np.isinf(np.exp(np.float32(88.8))) and np.isfinite(np.exp(np.float32(88.7)))
     fig = chapter["logit_fig"]
     assert_draws_without_warnings(fig)
     assert [ax.get_title() for ax in fig.axes] == ["哪个键都不匹配", "与键 2 很匹配"]
@@ -245,8 +269,26 @@ def test_the_written_question_states_the_lesson_s_conditions(chapter):
     cells = {grade_id(c): c.source for c in source_notebook(ASSIGNMENT).cells}
     question, answer = cells["ex4_text"], cells["written_sinks"]
     assert f"{chapter['N']} 个词元" in question and "4 个汇聚点" in question
+    assert "完全相同（舍入误差之内）" in question  # float32: the cache and the mask agree to rounding
     assert "4 个汇聚点加窗口 32" in answer and chapter["ppl"].get((4, 32)) is not None
     assert "\\min(t, s+w-1) - j" in answer
+
+
+def test_the_reference_sink_attention_keeps_a_fractional_sink_logit_and_float32():
+    """The model answer converts the sink logits to a float dtype: integer inputs do not truncate b = 0.5 to 0, and
+    float32 inputs stay float32."""
+    namespace = {"np": np}
+    exec(assignments.model_cells(ASSIGNMENT)["sink_attention"], namespace)  # noqa: S102 - our own answer
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.integers(-2, 3, size=(2, 3, 4)) for _ in range(3))
+    b = np.array([0.5, -1.5])
+    out, w = namespace["sink_attention"](q, k, v, b)
+    want_out, want_w = anp.sink_attention(q.astype(float), k.astype(float), v.astype(float), b)
+    np.testing.assert_allclose(w, want_w, rtol=1e-12)
+    np.testing.assert_allclose(out, want_out, rtol=1e-12, atol=1e-12)
+    out, w = namespace["sink_attention"](*(x.astype(np.float32) for x in (q, k, v)), b)
+    assert out.dtype == w.dtype == np.float32
+    np.testing.assert_allclose(w, want_w, rtol=1e-5)
 
 
 NOISE = '''import os
@@ -334,3 +376,18 @@ def test_a_hint_names_only_what_the_function_did():
     assert "汇聚点 logit 没有起作用" in first
     big = re.search(r"✗ 【要点】分数上千.*?(?=\n[✓✗])", printed["no_max_shift"], re.S).group(0)
     assert "NaN" in big and "提示" not in big
+
+
+def test_a_mask_check_says_where_the_masks_differ():
+    """A window one too long differs from the right 10 x 10 mask only at entries a printed mask leaves out (its
+    middle rows and columns): the failed check says how many entries differ and where, and, as the answer equals
+    that mistake's model, names it."""
+    from nbrun import execute, read_kept, source_notebook
+
+    kept = read_kept(ROOT / "grading" / "wrong" / ASSIGNMENT / "window_one_long.py")
+    _, out = execute(source_notebook(ASSIGNMENT), replace=kept.cells, hidden=False)
+    first = re.search(r"✗ 【要点】10 个查询.*?(?=\n[✓✗])", out["test_streaming_mask"], re.S).group(0)
+    assert "5 / 100 个数不一致，相差最大的在下标 (5, 2) 处：期望 0，实际 1" in first, first
+    assert "提示" in first and "窗口多算了一个" in first
+    shown = anp.streaming_mask(10, 10, n_sink=2, window=3)
+    assert "..." in np.array2string(shown, threshold=30)  # the arrays themselves are shown cut short
