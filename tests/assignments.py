@@ -13,9 +13,11 @@ graded cell::
 from __future__ import annotations
 
 import pathlib
+import re
 
 import nbformat
 import pytest
+from nbrun import ROOT as ROOT_DIR
 from nbrun import grade_id
 
 MARKERS = ("BEGIN SOLUTION", "HIDDEN TESTS")
@@ -112,3 +114,18 @@ def model_cells(assignment: str) -> dict[str, str]:
 
     return {grade_id(c): c.source for c in source_notebook(assignment).cells
             if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def hidden_lines(assignment: str) -> list[str]:
+    """The lines of ``assignment``'s hidden tests that a student never sees: inside a ``### BEGIN HIDDEN TESTS``
+    block of the source notebook and nowhere in its visible parts (a line also written there, such as an input both
+    checks use, gives nothing away).  Lines of 12 characters or fewer are left out (``checks.score()``)."""
+    text = (ROOT_DIR / "solutions" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8")
+    nb = nbformat.reads(text, as_version=4)
+    hidden, visible = [], []
+    for cell in nb.cells:
+        blocks = re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+        visible.append(re.sub(r"### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS", "", cell.source, flags=re.S))
+        hidden += [line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) > 12]
+    shown = "\n".join(visible)
+    return [line for line in hidden if line not in shown]

@@ -416,7 +416,7 @@ def test_pilot_figures_have_no_missing_glyphs_and_use_a_cjk_font(monkeypatch):
 def test_toc_lists_only_existing_pages_in_the_planned_parts():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     planned = ["第一部分 基础", "第二部分 完整的注意力", "第三部分 效率与推理", "第四部分 应用与复盘", "第五部分 进阶",
-               "第六部分 前沿", "附录"]
+               "第六部分 前沿", "第七部分 实战：真实模型里的注意力", "附录"]
     captions = [part["caption"] for part in toc["parts"]]
     assert captions == [c for c in planned if c in captions], captions
     files = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]

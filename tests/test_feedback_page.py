@@ -16,7 +16,7 @@ import shutil
 
 import jupyter_servers
 import pytest
-from lessons import ROOT
+from assignments import hidden_lines
 
 from conftest import load_script
 
@@ -40,17 +40,6 @@ def page(report, assignment: str, student: str) -> str:
 
 def text_of(raw: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<(style|script|svg)\b.*?</\1>", "", raw, flags=re.S)))
-
-
-def hidden_lines(assignment: str) -> list[str]:
-    import nbformat
-
-    nb = nbformat.read(ROOT / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-    lines = []
-    for cell in nb.cells:
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 12]
-    return lines
 
 
 def test_items_are_named_as_the_student_sees_them_in_the_notebook(report):

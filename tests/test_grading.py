@@ -9,10 +9,10 @@ import re
 import sys
 
 import pytest
+from assignments import hidden_lines
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ASSIGNMENT = "ch05-softmax"
-SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 
 pytestmark = pytest.mark.grading
 
@@ -92,20 +92,8 @@ def _page_text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
-def _hidden_lines() -> list[str]:
-    import nbformat
-
-    nb = nbformat.read(SOURCE, as_version=4)
-    lines = []
-    for cell in nb.cells:
-        block = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
-        if block:
-            lines += [line.strip() for line in block.group(1).splitlines() if len(line.strip()) > 12]
-    return lines
-
-
 def test_feedback_never_shows_hidden_test_source(report):
-    hidden = _hidden_lines()
+    hidden = hidden_lines(ASSIGNMENT)
     assert len(hidden) > 10
     for student in EXPECTED:
         (page,) = report.feedback(ASSIGNMENT, student)
