@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from attnlib.grading import _KEEP_CHARS, _Sink  # a text stream keeping the first _KEEP_CHARS characters
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M)
@@ -403,30 +405,6 @@ def _time_limit(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-class _Text(io.TextIOBase):
-    """A text stream that keeps the first 10,000 characters written to it."""
-
-    LIMIT = 10_000
-
-    def __init__(self):
-        super().__init__()
-        self.parts: list[str] = []
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text) -> int:
-        text = str(text)
-        if self.size < self.LIMIT:
-            self.parts.append(text[: self.LIMIT - self.size])
-        self.size += len(text)
-        return len(text)
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
-
-
 class _Stderr(io.TextIOBase):
     """``sys.stderr`` for a whole run, as a kernel's: one stream object whose text goes to the running cell.
 
@@ -438,7 +416,7 @@ class _Stderr(io.TextIOBase):
 
     def __init__(self):
         super().__init__()
-        self.target = _Text()
+        self.target = _Sink()
         self.fd_file = None
 
     def writable(self) -> bool:
@@ -450,13 +428,13 @@ class _Stderr(io.TextIOBase):
     def so_far(self) -> str:
         """What the running cell wrote to stderr up to now (``sys.stderr`` and fd 2)."""
         _flush_stderr()
-        raw = os.pread(self.fd_file.fileno(), _Text.LIMIT, 0) if self.fd_file is not None else b""
+        raw = os.pread(self.fd_file.fileno(), _KEEP_CHARS, 0) if self.fd_file is not None else b""
         return self.target.getvalue() + raw.decode("utf-8", "replace")
 
     @contextlib.contextmanager
     def cell(self):
         """Collect one cell's stderr; yields this stream (``so_far()``), whose ``text`` is set afterwards."""
-        self.target = _Text()
+        self.target = _Sink()
         with tempfile.TemporaryFile(mode="w+b") as tmp:
             self.fd_file = tmp
             saved = _redirect_fd2(tmp)

@@ -18,6 +18,7 @@ from chapters import BY_NAME, correct, lesson_fixture, questions
 from lessons import ROOT, code_cells, prose, section
 
 from attnlib import numpy as anp
+from grading import runner
 
 ASSIGNMENT = "ch20-serving"
 CHAPTER = BY_NAME[ASSIGNMENT].page
@@ -181,36 +182,6 @@ DELEGATING = {
 }
 
 
-NOISE = '''import os
-import sys
-import warnings
-
-
-def noisy(func):
-    """包一层：每次调用都往 stderr 打印、发出警告、往文件描述符 2 写一行，然后照常计算。"""
-    def run(*args, **kwargs):
-        print("调试：调用", func.__name__, file=sys.stderr)
-        warnings.warn("这是学生代码里的一个警告")
-        os.write(2, "写到文件描述符 2\\n".encode())
-        return func(*args, **kwargs)
-
-    return run
-
-
-'''
-POOL_METHODS = ("allocate", "_take", "read", "block_table", "n_free", "fork", "append", "free")
-
-
-def noisy_cells() -> dict[str, str]:
-    """The model answers, every function and every method of BlockPool wrapped by ``noisy`` (from the first cell)."""
-    model, cells = assignments.model_cells(ASSIGNMENT), {}
-    for name in ("block_slot", "blocks_needed", "topk_mask", "topk_attention"):
-        cells[name] = ("" if cells else NOISE) + model[name] + f"\n\n{name} = noisy({name})\n"
-    cells["block_pool"] = model["block_pool"] + (f"\n\nfor _name in {POOL_METHODS!r}:\n"
-                                                 "    setattr(BlockPool, _name, noisy(getattr(BlockPool, _name)))\n")
-    return cells
-
-
 @pytest.mark.grading
 @pytest.mark.slow
 def test_assignment_grades_as_intended(tmp_path):
@@ -223,7 +194,7 @@ def test_assignment_grades_as_intended(tmp_path):
         "mixed": assignments.with_cells(source, mixed),
         # right, but every call prints to stderr, warns and writes to fd 2: nbgrader zeroes a test cell with any
         # stderr, so the test cells run the student's code only through checks.call
-        "noisy": assignments.with_cells(source, noisy_cells()),
+        "noisy": runner.sheet(source, "noisy"),
     }, {
         "delegating": [2, 0, 0, 0, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third (the top-k

@@ -26,6 +26,7 @@ from lessons import ROOT, assert_draws_without_warnings, code_cells, prose, sect
 
 from attnlib import numpy as anp
 from attnlib import torch as att
+from grading import runner
 
 ASSIGNMENT = "ch22-sinks"
 CHAPTER = BY_NAME[ASSIGNMENT].page
@@ -291,36 +292,6 @@ def test_the_reference_sink_attention_keeps_a_fractional_sink_logit_and_float32(
     np.testing.assert_allclose(w, want_w, rtol=1e-5)
 
 
-NOISE = '''import os
-import sys
-import warnings
-
-
-def noisy(func):
-    """包一层：每次调用都往 stderr 打印、发出警告、往文件描述符 2 写一行，然后照常计算。"""
-    def run(*args, **kwargs):
-        print("调试：调用", func.__name__, file=sys.stderr)
-        warnings.warn("这是学生代码里的一个警告")
-        os.write(2, "写到文件描述符 2\\n".encode())
-        return func(*args, **kwargs)
-
-    return run
-
-
-'''
-
-
-def noisy_cells() -> dict[str, str]:
-    """The model answers, both functions and every method of SinkCache wrapped by ``noisy`` (from the first cell)."""
-    model = assignments.model_cells(ASSIGNMENT)
-    return {
-        "sink_attention": NOISE + model["sink_attention"] + "\n\nsink_attention = noisy(sink_attention)\n",
-        "streaming_mask": model["streaming_mask"] + "\n\nstreaming_mask = noisy(streaming_mask)\n",
-        "sink_cache": model["sink_cache"] + ("\n\nfor _name in ('__init__', 'tokens', 'append'):\n"
-                                             "    setattr(SinkCache, _name, noisy(getattr(SinkCache, _name)))\n"),
-    }
-
-
 DELEGATING = {
     "sink_attention": "def sink_attention(q, k, v, sink_logits, mask=None):\n"
                       "    return anp.sink_attention(q, k, v, sink_logits, mask=mask)\n",
@@ -351,7 +322,7 @@ def test_assignment_grades_as_intended(tmp_path):
         "mixed": assignments.with_cells(source, mixed),
         # right, but every call prints to stderr, warns and writes to fd 2: nbgrader zeroes a test cell with any
         # stderr, so the test cells run the student's code only through checks.call
-        "noisy": assignments.with_cells(source, noisy_cells()),
+        "noisy": runner.sheet(source, "noisy"),
     }, {
         "delegating": [0, 0, 0],
         # each misses its exercise's point, so a failed essential check caps its cell at a third (the sink added
