@@ -28,3 +28,15 @@ from grading.runner import (  # noqa: F401 - re-exported for the tests
     sheet,
     source_notebook,
 )
+
+
+def nbgrader_cell(source: str, cell_id: str, *, solution: bool = False, points: float | None = None):
+    """A code cell with nbgrader's metadata, for the tests' small synthetic notebooks: an answer cell
+    (``solution=True``), a graded test cell (``points`` given), or a locked cell of neither kind."""
+    import nbformat
+
+    meta = {"grade_id": cell_id, "solution": solution, "grade": points is not None, "locked": not solution,
+            "schema_version": 3, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})

@@ -23,6 +23,7 @@ import textwrap
 
 import nbformat
 import pytest
+from nbrun import nbgrader_cell
 
 from grading import audit
 from grading.runner import ROOT, grade, source_notebook
@@ -182,13 +183,7 @@ checks.score()
 
 
 def _notebook() -> nbformat.NotebookNode:
-    def code(source, gid, *, solution=False, points=None):
-        meta = {"grade_id": gid, "solution": solution, "grade": points is not None, "locked": not solution,
-                "schema_version": 3, "task": False}
-        if points is not None:
-            meta["points"] = points
-        return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
-
+    code = nbgrader_cell
     return nbformat.v4.new_notebook(cells=[
         code(SETUP, "setup"), code(ADD, "first_sum", solution=True), code(TEST_ADD, "test_first_sum", points=3),
         code(COUNTDOWN, "countdown", solution=True), code(TEST_COUNTDOWN, "test_countdown", points=2)])

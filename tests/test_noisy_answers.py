@@ -28,6 +28,7 @@ import ast
 
 import nbformat
 import pytest
+from nbrun import nbgrader_cell
 
 from grading.runner import ROOT, SHEETS, grade, is_test_cell, misbehave, sheet, source_notebook
 
@@ -115,13 +116,7 @@ PROBE_TESTS = {
 
 
 def _probe() -> nbformat.NotebookNode:
-    def code(source, gid, *, solution=False, points=None):
-        meta = {"grade_id": gid, "solution": solution, "grade": points is not None, "locked": not solution,
-                "schema_version": 3, "task": False}
-        if points is not None:
-            meta["points"] = points
-        return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
-
+    code = nbgrader_cell
     cells = [code("import numpy as np", "setup"), code(misbehave(ANSWER, "noisy"), "double", solution=True)]
     cells += [code(src, gid, points=2) for gid, (src, _) in PROBE_TESTS.items()]
     nb = nbformat.v4.new_notebook(cells=cells)
