@@ -143,3 +143,24 @@ def test_torch_cached_attention_takes_any_cache_with_append():
     for s in (slice(0, 3), slice(3, 4), slice(4, 6)):
         got = att.cached_attention(q[:, s], k[:, s], v[:, s], own, 0)
         torch.testing.assert_close(got, att.cached_attention(q[:, s], k[:, s], v[:, s], ours, 0))
+
+
+def test_truncate_rolls_back_and_the_next_append_overwrites(backend):
+    rng = np.random.default_rng(3)
+    cache = backend.lib.KVCache(2, 2, 3, n_kv_heads=1, capacity=2)
+    first, second = (backend.arr(rng.normal(size=(1, 4, 3))) for _ in range(2))
+    for layer in range(2):
+        cache.append(layer, first, first)
+    cache.truncate(1)
+    assert cache.length == 1
+    assert cache.nbytes == 2 * 2 * 1 * 1 * 3 * backend.np(first).itemsize  # layers x (k, v) x tokens x heads x d
+    for layer in range(2):
+        keys, values = cache.append(layer, second, 2 * second)
+        kept_then_new = np.concatenate([backend.np(first)[:, :1], backend.np(second)], axis=1)
+        np.testing.assert_array_equal(backend.np(keys), kept_then_new)
+        np.testing.assert_array_equal(backend.np(values)[:, 1:], 2 * backend.np(second))
+    assert cache.length == 5
+    for bad in (6, -1, 1.0, True):
+        with pytest.raises(ValueError, match="truncate"):
+            cache.truncate(bad)
+    assert cache.length == 5

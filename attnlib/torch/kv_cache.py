@@ -86,6 +86,23 @@ class KVCache:
         n = self._lengths[layer]
         return self._keys[layer][..., :n, :], self._values[layer][..., :n, :]
 
+    def truncate(self, length):
+        """Forget every cached position from ``length`` on, in every layer (the rollback of chapter 24).
+
+        Speculative decoding appends the draft's tokens, then keeps only those the target
+        accepted: ``truncate(n)`` leaves positions ``0 .. n - 1``; the next ``append`` writes
+        at position ``n``.  Nothing is copied (the buffers keep their room).
+
+        Parameters
+        ----------
+        length : int, 0 <= length <= every layer's cached length
+        """
+        longest = min(self._lengths)
+        if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= longest:
+            raise ValueError(f"truncate 的长度必须是 0 到 {longest} 之间的整数（每层都已缓存的位置数）"
+                             f"(length out of range)，收到 {length!r}。")
+        self._lengths = [length] * self.n_layers
+
     def _grow(self, layer, like, needed: int) -> None:
         old_k, old_v, n = self._keys[layer], self._values[layer], self._lengths[layer]
         capacity = max(self._capacity, needed, 2 * (old_k.shape[-2] if old_k is not None else 0))
