@@ -185,6 +185,18 @@ CHAPTERS: list[Chapter] = [
                         "last", "slot"), "key": ("plain", "one", "five")},
             released=("def sink_attention", "def streaming_mask", "class SinkCache"),
             points={"test_sink_attention": 3, "test_streaming_mask": 2, "test_sink_cache": 3}),
+    Chapter("ch23-kv-compression", answers=("B", "B", "AC", "C"),
+            terms=(*TERMS, "缓存驱逐（cache eviction）", "困惑度（perplexity）",
+                   "非对称量化（asymmetric quantization）", "重要词元（heavy hitter）"),
+            glue_fills={"bits": ("16", "8", "4", "2"), "key": ("ch", "tok"), "tag": ("streamingllm", "h2o", "snapkv"),
+                        "budget": ("64", "128")},
+            released=("def quantize", "def dequantize", "def h2o_keep", "def kivi_roundtrip", "def compressed_bytes"),
+            points={"test_quantize": 3, "test_h2o_keep": 3, "test_kivi": 2}),
+    Chapter("ch24-speculative", answers=("C", "C", "AC", "B"),
+            terms=(*TERMS, "推测解码（speculative decoding）", "草稿模型（draft model）", "目标模型（target model）",
+                   "早退（early exit）", "树形注意力（tree attention）"),
+            released=("def accept_step", "def tree_mask_and_positions", "def verify_step"),
+            points={"test_accept_step": 3, "test_tree_mask": 3, "test_verify_step": 3}),
 ]
 
 NOT_LESSONS = {"ch14-interview": "interview questions, no exercises: tested in test_ch14.py"}

@@ -30,7 +30,7 @@ from attnlib import quiz, variants
 from attnlib import torch as att
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier")
+QUIZZES = ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier", "quiz-practice")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -273,12 +273,15 @@ def filled(text: str, variant: quiz.Variant) -> str:
     return text.format(**variant.values) if variant.values else text
 
 
-def test_two_students_see_different_option_orders_in_every_question_of_every_quiz():
+STUDENTS = ("alice", "bob", "carol")  # two may draw the same order of a question (1 in 24); three all alike: 1 in 576
+
+
+def test_students_see_different_option_orders_in_every_question_of_every_quiz():
     for name in QUIZZES:
         for q in questions(name):
-            alice, carol = (q["question"].variant(s) for s in ("alice", "carol"))
-            assert alice.order != carol.order, (name, q["id"])
-            assert sorted(alice.order) == sorted(carol.order) == [0, 1, 2, 3]
+            alice, *others = (q["question"].variant(s) for s in STUDENTS)
+            assert len({v.order for v in (alice, *others)}) > 1, (name, q["id"])
+            assert all(sorted(v.order) == [0, 1, 2, 3] for v in (alice, *others))
             # each sees every option once, lettered A-D in their own order
             shown = re.findall(r"^- \*\*([A-D])\.\*\* (.+)$", q["question"].markdown(alice), re.M)
             assert [letter for letter, _ in shown] == list("ABCD")
@@ -525,11 +528,20 @@ EXPECTED = {
         # "答案AB", "AB" (single)
         "invalid-answers": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
     },
+    "quiz-practice": {
+        "all-correct": [2, 1, 1, 1, 1, 1, 2, 1, 1, 2],
+        # ["a"] (1 of 2), "b", "Ｃ", ("A",), " b. ", {"d"}, "A，B，C" (2-1 of 2), "B.", "d", "A B D" (2-1 of 2)
+        "mixed-formats": [1, 1, 1, 0, 1, 0, 1, 1, 1, 1],
+        # "", "BE", "CC", "D" (right), no answer at all (must not reuse q04's "D"), 7, "A+B", ["B", None],
+        # "AD" (single), "答案BD"
+        "invalid-answers": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+    },
 }
 TOTALS = {"quiz-sdpa": {"all-correct": 13, "mixed-formats": 7.0, "invalid-answers": 1, "blank": 0},
           "quiz-qkv": {"all-correct": 13, "mixed-formats": 31 / 3, "invalid-answers": 1, "blank": 0},
           "quiz-modern": {"all-correct": 13, "mixed-formats": 25 / 3, "invalid-answers": 1, "blank": 0},
-          "quiz-frontier": {"all-correct": 13, "mixed-formats": 9, "invalid-answers": 1, "blank": 0}}
+          "quiz-frontier": {"all-correct": 13, "mixed-formats": 9, "invalid-answers": 1, "blank": 0},
+          "quiz-practice": {"all-correct": 13, "mixed-formats": 8, "invalid-answers": 1, "blank": 0}}
 #: Submissions whose letters were right for somebody else: the instructor's source (the canonical letters) handed
 #: in by student "source", and all-correct's sheet handed in by student "copied".
 COPIED = {"source": None, "copied": "all-correct"}

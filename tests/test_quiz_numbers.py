@@ -32,7 +32,8 @@ from attnlib import quiz, variants
 GIB = 2**30
 
 #: The questions with per-student numbers, by quiz (question numbers).
-NUMERIC = {"quiz-sdpa": (4,), "quiz-qkv": (6, 7), "quiz-modern": (4, 5, 6, 7), "quiz-frontier": (1, 7, 8)}
+NUMERIC = {"quiz-sdpa": (4,), "quiz-qkv": (6, 7), "quiz-modern": (4, 5, 6, 7), "quiz-frontier": (1, 7, 8),
+           "quiz-practice": (2, 3, 4, 5, 8)}
 
 #: Each numeric question as it is written (its canonical variant): the stem, then the options in written order.
 WRITTEN = {
@@ -88,6 +89,32 @@ WRITTEN = {
         "推理服务器上每个请求最多 4096 个词元，一个请求实际只用了 1000 个词元。按最大长度为它预留一段连续的 KV 缓存，"
         "会空着多少个词元的位置？改用块大小为 16 的分页 KV 缓存（按需一块一块地分配），又空着多少个？",
         ["3096 和 8", "3096 和 0", "3096 和 15", "3096 和 3096"]),
+    ("quiz-practice", 2): (
+        "StreamingLLM 的滚动缓存永远留着最前面的 4 个词元作注意力汇聚点，此外只留最近的词元：每个查询看得见这 4 个"
+        "汇聚点和最近的 1020 个词元（它自己也算在内），缓存最多存 1024 个词元。按 StreamingLLM 的做法给 RoPE 位置，原文"
+        "的第 2000 个词元（从 0 数起）送进模型时，它的查询与第 0 个词元之间，RoPE 看到的距离是多少？",
+        ["2000", "1023", "1020", "1024"]),
+    ("quiz-practice", 3): (
+        r"有的模型给每个头一个汇聚点 logit $b$：$w_{ij} = \exp(s_{ij}) \,/\, \big(e^{b} + \sum_l \exp(s_{il})\big)$。"
+        "某个查询的一行有 7 个键，分数 $s_{ij}$ 都是 0（哪个键都不匹配），$e^{b} = 2$。"
+        "这一行分给这 7 个键的权重加起来是多少？",
+        ["1", "2/9", "7/9", "1/9"]),
+    ("quiz-practice", 4): (
+        "SmolLM2-135M-Instruct 有 30 层，9 个查询头共用 3 个键值头（分组查询注意力），$d_{head} = 64$。KV 缓存用 "
+        "float16 存放（每个数 2 字节），一条 8192 个词元的序列，缓存一共占多少内存？（1 MiB = $2^{20}$ 字节）",
+        ["540 MiB", "90 MiB", "6 MiB", "180 MiB"]),
+    ("quiz-practice", 5): (
+        "一种块量化格式把每行权重按 32 个一块切开，每块存一个 float16 的步长 $d$、一个 float16 的最小值 $m$ 和 32 个 "
+        r"4 位的编码 $q$，还原时 $w = d\,q + m$。块大小为 32 时，它就是 SmolLM2-135M-Instruct 的权重文件里的 Q4_1。"
+        "每个权重平均占多少位？",
+        ["4", "5", "4.5", "6"]),
+    ("quiz-practice", 8): (
+        "推测解码：小的草稿模型先提出下一个词元 $x$，它给 $x$ 的概率是 $q(x) = 0.5$；大的目标模型给 $x$ 的概率是 "
+        "$p(x) = 0.2$。要让最后得到的词元恰好服从目标模型的分布 $p$，$x$ 应以多大的概率被接受？被拒绝时从哪个分布"
+        "重新采样？",
+        ["接受的概率是 0.2；被拒绝时从 $p$ 重新采样",
+         r"接受的概率是 0.4；被拒绝时从 $\max(0,\ p - q)$ 归一化后的分布重新采样",
+         "接受的概率是 0.4；被拒绝时从 $p$ 重新采样", "接受的概率是 1，不必重新采样"]),
 }
 
 STUDENTS = [f"s{i:03d}" for i in range(40)]
@@ -316,19 +343,86 @@ def true_frontier_8(values, options):
     return {letter for letter, pair in pairs.items() if pair == (max_len - used, slots - used)}
 
 
+def true_practice_2(values, options):
+    s, w, t = values["s"], values["w"], values["t"]
+    cache = anp.SinkKVCache(1, 1, 2, n_sink=s, window=w)
+    cache.append(0, np.zeros((1, t, 2)), np.zeros((1, t, 2)))  # tokens 0 .. t-1
+    cache.append(0, np.zeros((1, 1, 2)), np.zeros((1, 1, 2)))  # token t
+    slots, held = cache.positions(), cache.tokens()
+    assert (held[0], held[-1], len(held)) == (0, t, values["cap"])  # the sink and the new token are held
+    distance = int(slots[-1] - slots[0])  # what RoPE sees: slots, not the text's indices
+    return {letter for letter, text in options.items() if int(text) == distance}
+
+
+def true_practice_3(values, options):
+    n, eb = values["n"], values["eb"]
+    _, weights = anp.sink_attention(np.zeros((1, 1, 2)), np.zeros((1, n, 2)), np.ones((1, n, 1)),
+                                    np.array([math.log(eb)]))
+    total = float(weights.sum())
+    return {letter for letter, text in options.items() if abs(float(Fraction(text)) - total) < 1e-12}
+
+
+TORCH_DTYPE = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def true_practice_4(values, options):
+    from attnlib import torch as att
+
+    cache = att.KVCache(30, 9, 64, n_kv_heads=3, capacity=1)  # SmolLM2-135M's shape
+    one = torch.zeros(3, 1, 64, dtype=TORCH_DTYPE[values["dtype"]])
+    for layer in range(30):
+        cache.append(layer, one, one)
+    assert cache.nbytes == values["per_token"] and one.element_size() == values["itemsize"]
+    size = Fraction(cache.nbytes * values["n"], 2**20)
+    return {letter for letter, text in options.items() if Fraction(text.removesuffix(" MiB")) == size}
+
+
+def true_practice_5(values, options):
+    from attnlib import pretrained
+
+    block = values["B"]
+    assert 8 * pretrained.Q4_1_BLOCK / pretrained.BLOCK_WEIGHTS == 5  # block 32: Q4_1's 20 bytes
+    layout = 2 + 2 + block // 2  # float16 d, float16 m, two 4-bit codes a byte
+    assert block % 32 == 0 or block == 16
+    bits = Fraction(8 * layout, block)
+    return {letter for letter, text in options.items() if Fraction(text) == bits}
+
+
+def true_practice_8(values, options):
+    from test_quiz_practice import distributions, final_distribution, rules
+
+    p, q = distributions(values["p"], values["q"])
+    canonical = rules(p, q)  # the option rules by name: p / min(1, p/q) / 1, resampling from p or the residual
+    accept = {"p": canonical["A"][0], "ratio": canonical["B"][0], "one": canonical["D"][0]}
+    resample = {"p": canonical["A"][1], "residual": canonical["B"][1]}
+    truth = set()
+    for letter, text in options.items():
+        shown = Fraction(re.search(r"接受的概率是 ([\d.]+)", text).group(1))
+        (rule,) = [name for name, a in accept.items() if abs(float(shown) - a[0]) < 1e-12]
+        source = "residual" if r"\max(0" in text else "p"
+        if "不必重新采样" in text:
+            source = "p"  # never used: every proposal is kept
+        if np.allclose(final_distribution(p, q, accept[rule], resample[source]), p, atol=1e-15):
+            truth.add(letter)
+    return truth
+
+
 TRUE = {("quiz-sdpa", 4): true_sdpa_4, ("quiz-qkv", 6): true_qkv_6, ("quiz-qkv", 7): true_qkv_7,
         ("quiz-modern", 4): true_modern_4, ("quiz-modern", 5): true_modern_5,
         ("quiz-modern", 6): true_modern_6, ("quiz-modern", 7): true_modern_7, ("quiz-frontier", 1): true_frontier_1,
-        ("quiz-frontier", 7): true_frontier_7, ("quiz-frontier", 8): true_frontier_8}
+        ("quiz-frontier", 7): true_frontier_7, ("quiz-frontier", 8): true_frontier_8,
+        ("quiz-practice", 2): true_practice_2, ("quiz-practice", 3): true_practice_3,
+        ("quiz-practice", 4): true_practice_4, ("quiz-practice", 5): true_practice_5,
+        ("quiz-practice", 8): true_practice_8}
 
 
 # --------------------------------------------------------------------------- the tests
 
 def test_the_numeric_questions_are_the_ones_listed(numeric):
-    """Exactly the listed questions draw numbers; 10 of the 40."""
+    """Exactly the listed questions draw numbers; 15 of the 50."""
     drawn = {key for key, entry in numeric.items() if entry["question"].params}
     assert drawn == {key for key, entry in numeric.items() if entry["numeric"]} == set(TRUE) == set(WRITTEN)
-    assert (len(drawn), len(numeric)) == (10, 40)
+    assert (len(drawn), len(numeric)) == (15, 50)
 
 
 @pytest.mark.parametrize("key", sorted(TRUE))

@@ -171,7 +171,7 @@ def test_quiz_answer_cells_are_released_as_an_empty_answer():
     assert not is_answer_solution('### BEGIN SOLUTION\nanswer = "B"\nprint(answer)\n### END SOLUTION')
     assert not is_answer_solution("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")
     assert not is_answer_solution('answer = "B"')
-    for name in ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier"):
+    for name in ("quiz-sdpa", "quiz-qkv", "quiz-modern", "quiz-frontier", "quiz-practice"):
         nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
         answers = [c for c in nb.cells if re.fullmatch(r"q\d\d", c.metadata.get("nbgrader", {}).get("grade_id", ""))]
         assert len(answers) == 10

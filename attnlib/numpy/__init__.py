@@ -9,6 +9,16 @@ from .delta import chunked_delta_rule, delta_rule
 from .flash import flash_attention, flash_attention_backward
 from .gqa import grouped_query_attention
 from .kv_cache import KVCache, cached_attention
+from .kv_compress import (
+    QuantizedKV,
+    compress_cache,
+    dequantize_kv,
+    h2o_keep,
+    heavy_hitters,
+    quantize_kv,
+    quantized_nbytes,
+    snapkv_keep,
+)
 from .linear import linear_attention
 from .llama import LlamaModel, rms_norm
 from .masks import causal_mask, padding_mask, sliding_window_mask
@@ -23,6 +33,16 @@ from .scores import attention_scores, cosine_scores
 from .sinks import SinkKVCache, sink_attention, streaming_mask
 from .softmax import softmax
 from .sparse import lightning_indexer_scores, sliding_window_attention, topk_sparse_attention
+from .speculative import (
+    accept_drafts,
+    early_exit,
+    gather_path,
+    residual_distribution,
+    speculative_generate,
+    tree_mask,
+    tree_positions,
+    verify_tree,
+)
 
 __all__ = [
     "attention_loop", "rnn_scan", "linear_attention", "sliding_window_attention", "KVCache", "cached_attention",
@@ -37,4 +57,8 @@ __all__ = [
     "PagedKVCache", "paged_attention", "topk_sparse_attention", "lightning_indexer_scores",
     "rms_norm", "LlamaModel",
     "sink_attention", "streaming_mask", "SinkKVCache",
+    "quantize_kv", "dequantize_kv", "QuantizedKV", "quantized_nbytes", "heavy_hitters", "h2o_keep", "snapkv_keep",
+    "compress_cache",
+    "accept_drafts", "residual_distribution", "tree_mask", "tree_positions", "gather_path",
+    "early_exit", "verify_tree", "speculative_generate",
 ]

@@ -71,6 +71,22 @@ CHAPTER_OF = {
     "sink_attention": "ch22-sinks",
     "streaming_mask": "ch22-sinks",
     "SinkKVCache": "ch22-sinks",
+    "quantize_kv": "ch23-kv-compression",
+    "dequantize_kv": "ch23-kv-compression",
+    "QuantizedKV": "ch23-kv-compression",
+    "quantized_nbytes": "ch23-kv-compression",
+    "heavy_hitters": "ch23-kv-compression",
+    "h2o_keep": "ch23-kv-compression",
+    "snapkv_keep": "ch23-kv-compression",
+    "compress_cache": "ch23-kv-compression",
+    "accept_drafts": "ch24-speculative",
+    "residual_distribution": "ch24-speculative",
+    "tree_mask": "ch24-speculative",
+    "tree_positions": "ch24-speculative",
+    "gather_path": "ch24-speculative",
+    "early_exit": "ch24-speculative",
+    "verify_tree": "ch24-speculative",
+    "speculative_generate": "ch24-speculative",
 }
 BACKENDS = (("NumPy", "attnlib.numpy"), ("PyTorch", "attnlib.torch"))
 
