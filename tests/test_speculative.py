@@ -115,8 +115,8 @@ def test_the_loop_samples_the_target_distribution():
     target = nl.LlamaModel(TINY, w)
     draft = nl.LlamaModel(TINY, tiny_weights(seed=1))  # another model: a poor draft, many rejections
     prompt = [1, 2, 3]
-    p1 = softmax(target.forward(prompt)[-1])
-    exact = np.stack([p1[a] * softmax(target.forward(prompt + [a])[-1]) for a in range(8)])  # (8, 8)
+    p1 = anp.softmax(target.forward(prompt)[-1])
+    exact = np.stack([p1[a] * anp.softmax(target.forward(prompt + [a])[-1]) for a in range(8)])  # (8, 8)
     runs, gen = 1500, np.random.default_rng(0)
     counts = np.zeros((8, 8))
     accepted = 0
@@ -129,13 +129,8 @@ def test_the_loop_samples_the_target_distribution():
     assert np.all(np.abs(freq - exact) <= tolerance)
     assert 0 < accepted < 2 * runs  # both acceptance and rejection happened
     # the draft's own distribution (what sampling from q alone would give) lies outside the tolerance
-    q1 = softmax(draft.forward(prompt)[-1])
+    q1 = anp.softmax(draft.forward(prompt)[-1])
     assert np.abs(q1 - p1).max() > 5 * tolerance.max()
-
-
-def softmax(z):
-    e = np.exp(z - z.max())
-    return e / e.sum()
 
 
 # --------------------------------------------------------------------------- trees

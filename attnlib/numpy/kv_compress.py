@@ -213,9 +213,7 @@ def h2o_keep(weights, budget, *, recent):
     weights = as_float(weights, "weights")
     _checks.check_min_ndim("weights", weights.shape)
     n_q, n_k = weights.shape[-2:]
-    if n_q > n_k:
-        raise ValueError(f"查询是 n_k 个位置里的最后 n_q 个，n_q 不能大于 n_k：收到 weights.shape="
-                         f"{tuple(weights.shape)} (n_q must not exceed n_k)。")
+    _check_last_queries(tuple(weights.shape))
     visible = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + (n_k - n_q)  # (n_q, n_k)
     totals = np.where(visible, weights, 0).sum(axis=-2)  # (..., n_k)
     return heavy_hitters(totals, budget, recent=recent)
@@ -251,9 +249,7 @@ def snapkv_keep(weights, budget, *, window, kernel_size=5):
     n_q, n_k = weights.shape[-2:]
     budget, window = _check_budget(budget, window, "window")
     kernel_size = _check_kernel(kernel_size)
-    if window < 1 or window > n_q:
-        raise ValueError(f"window 必须在 1 到 n_q={n_q} 之间（观察窗口是最后 window 个查询），收到 {window} "
-                         f"(window out of range)。")
+    _check_window(window, n_q)
     if budget >= n_k:
         return np.broadcast_to(np.arange(n_k), weights.shape[:-2] + (n_k,)).copy()
     votes = weights[..., -window:, : n_k - window].sum(axis=-2)  # (..., n_k - window)
@@ -339,6 +335,19 @@ def _check_kernel(kernel_size) -> int:
         raise ValueError(f"kernel_size 必须是正的奇数（池化前后长度不变），收到 {kernel_size!r} "
                          f"(kernel_size must be an odd int >= 1)。")
     return int(kernel_size)
+
+
+def _check_last_queries(weights_shape: tuple) -> None:
+    """The queries are the last n_q of the n_k positions: n_q <= n_k."""
+    if weights_shape[-2] > weights_shape[-1]:
+        raise ValueError(f"查询是 n_k 个位置里的最后 n_q 个，n_q 不能大于 n_k：收到 weights.shape="
+                         f"{weights_shape} (n_q must not exceed n_k)。")
+
+
+def _check_window(window: int, n_q: int) -> None:
+    if window < 1 or window > n_q:
+        raise ValueError(f"window 必须在 1 到 n_q={n_q} 之间（观察窗口是最后 window 个查询），收到 {window} "
+                         f"(window out of range)。")
 
 
 def _check_keep_list(keep, n_layers: int) -> list:

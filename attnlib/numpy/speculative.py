@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import _checks
 from ._arrays import as_float
+from .softmax import softmax
 
 
 def residual_distribution(p, q):
@@ -243,41 +244,8 @@ def speculative_generate(target, draft, tokens, max_new_tokens, k, *, rng=None, 
     accepted : list of int
         Drafts accepted at each verification (one target step each).
     """
-    prompt, max_new_tokens, k, temperature = _check_generate(target, draft, tokens, max_new_tokens, k, rng,
-                                                             temperature)
-    seq = list(prompt)
-    room = len(seq) + max_new_tokens + k + 1
-    t_cache, d_cache = target.new_cache(room), draft.new_cache(room)
-    if len(seq) > 1:
-        target.step(seq[:-1], t_cache, logits_at=-1)  # the cache holds all but the last token
-    accepted = []
-    while len(seq) - len(prompt) < max_new_tokens:
-        drafts, q = [], []
-        feed = seq[d_cache.length:]  # what the draft has not seen yet
-        for _ in range(k):
-            logits = np.asarray(draft.step(feed, d_cache, logits_at=-1), dtype=np.float64)
-            if rng is None:
-                d = int(np.argmax(logits))
-            else:
-                q.append(_probabilities(logits, temperature))
-                d = int(rng.choice(len(q[-1]), p=q[-1]))
-            drafts.append(d)
-            feed = [d]
-        logits = np.asarray(target.step([seq[-1]] + drafts, t_cache), dtype=np.float64)  # (k + 1, V)
-        if rng is None:
-            best = np.argmax(logits, axis=-1)
-            n = next((i for i in range(k) if drafts[i] != best[i]), k)
-            token = int(best[n])
-        else:
-            p = _probabilities(logits, temperature)
-            n, dist = accept_drafts(p, np.stack(q), drafts, rng.random(k))
-            token = int(rng.choice(len(dist), p=dist))
-        base = len(seq)
-        seq += drafts[:n] + [token]
-        accepted.append(n)
-        t_cache.truncate(base + n)  # the prompt, the accepted drafts; not the new token
-        d_cache.truncate(min(d_cache.length, base + n))
-    return seq[len(prompt):len(prompt) + max_new_tokens], accepted
+    return _draft_and_verify(target, draft, tokens, max_new_tokens, k, rng, temperature,
+                             as_float64=lambda logits: np.asarray(logits, dtype=np.float64))
 
 
 # -- checks and small helpers (shared with the torch backend)
@@ -375,7 +343,49 @@ def _check_generate(target, draft, tokens, max_new_tokens, k, rng, temperature):
 
 
 def _probabilities(logits, temperature: float) -> np.ndarray:
-    """softmax(logits / temperature) in float64, renormalized so that ``Generator.choice`` accepts it."""
-    z = np.asarray(logits, dtype=np.float64) / temperature
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    """softmax(logits / temperature) of float64 logits, what ``Generator.choice`` draws from."""
+    return softmax(np.asarray(logits, dtype=np.float64), temperature=temperature)
+
+
+def _draft_and_verify(target, draft, tokens, max_new_tokens, k, rng, temperature, *, as_float64):
+    """The loop of :func:`speculative_generate` for both backends.
+
+    ``as_float64(logits)`` gives a model's logits as a float64 NumPy array (the
+    torch twin copies them off the device); greedy choices and sampling both read
+    that array, so the two backends pick and draw the same tokens.
+    """
+    prompt, max_new_tokens, k, temperature = _check_generate(target, draft, tokens, max_new_tokens, k, rng,
+                                                             temperature)
+    seq = list(prompt)
+    room = len(seq) + max_new_tokens + k + 1
+    t_cache, d_cache = target.new_cache(room), draft.new_cache(room)
+    if len(seq) > 1:
+        target.step(seq[:-1], t_cache, logits_at=-1)  # the cache holds all but the last token
+    accepted = []
+    while len(seq) - len(prompt) < max_new_tokens:
+        drafts, q = [], []
+        feed = seq[d_cache.length:]  # what the draft has not seen yet
+        for _ in range(k):
+            logits = as_float64(draft.step(feed, d_cache, logits_at=-1))
+            if rng is None:
+                d = int(np.argmax(logits))
+            else:
+                q.append(_probabilities(logits, temperature))
+                d = int(rng.choice(len(q[-1]), p=q[-1]))
+            drafts.append(d)
+            feed = [d]
+        logits = as_float64(target.step([seq[-1]] + drafts, t_cache))  # (k + 1, V)
+        if rng is None:
+            best = np.argmax(logits, axis=-1)
+            n = next((i for i in range(k) if drafts[i] != best[i]), k)
+            token = int(best[n])
+        else:
+            p = _probabilities(logits, temperature)
+            n, dist = accept_drafts(p, np.stack(q), drafts, rng.random(k))
+            token = int(rng.choice(len(dist), p=dist))
+        base = len(seq)
+        seq += drafts[:n] + [token]
+        accepted.append(n)
+        t_cache.truncate(base + n)  # the prompt, the accepted drafts; not the new token
+        d_cache.truncate(min(d_cache.length, base + n))
+    return seq[len(prompt):len(prompt) + max_new_tokens], accepted

@@ -18,7 +18,10 @@ from ..numpy.kv_compress import (
     _check_budget,
     _check_keep_list,
     _check_kernel,
+    _check_last_queries,
     _check_quantize,
+    _check_window,
+    _grouped,
     quantized_nbytes,
 )
 from ..numpy.kv_compress import _check_keep as _check_keep_array
@@ -120,9 +123,7 @@ def h2o_keep(weights, budget, *, recent):
     weights = as_float(weights, "weights")
     _checks.check_min_ndim("weights", tuple(weights.shape))
     n_q, n_k = weights.shape[-2:]
-    if n_q > n_k:
-        raise ValueError(f"查询是 n_k 个位置里的最后 n_q 个，n_q 不能大于 n_k：收到 weights.shape="
-                         f"{tuple(weights.shape)} (n_q must not exceed n_k)。")
+    _check_last_queries(tuple(weights.shape))
     j = torch.arange(n_k, device=weights.device)
     t = torch.arange(n_q, device=weights.device)[:, None] + (n_k - n_q)
     totals = torch.where(j <= t, weights, torch.zeros_like(weights)).sum(dim=-2)
@@ -136,9 +137,7 @@ def snapkv_keep(weights, budget, *, window, kernel_size=5):
     n_q, n_k = weights.shape[-2:]
     budget, window = _check_budget(budget, window, "window")
     kernel_size = _check_kernel(kernel_size)
-    if window < 1 or window > n_q:
-        raise ValueError(f"window 必须在 1 到 n_q={n_q} 之间（观察窗口是最后 window 个查询），收到 {window} "
-                         f"(window out of range)。")
+    _check_window(window, n_q)
     if budget >= n_k:
         return torch.arange(n_k, device=weights.device).expand(*weights.shape[:-2], n_k).clone()
     votes = weights[..., -window:, : n_k - window].sum(dim=-2)
@@ -161,11 +160,6 @@ def compress_cache(cache, keep):
         gather = idx[..., None].expand(*idx.shape, keys.shape[-1])
         new.append(layer, keys.gather(-2, gather), values.gather(-2, gather))
     return new
-
-
-def _grouped(x, axis: int, group_size: int):
-    shape = tuple(x.shape[:axis]) + (x.shape[axis] // group_size, group_size) + tuple(x.shape[axis + 1:])
-    return x.reshape(shape)
 
 
 def _check_keep(idx, keys_shape: tuple, layer: int, device):

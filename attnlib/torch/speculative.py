@@ -17,12 +17,13 @@ import torch
 from ..numpy.speculative import _check_accept as _check_accept_np
 from ..numpy.speculative import _check_distributions as _check_distributions_np
 from ..numpy.speculative import (
-    _check_generate,
     _check_nodes,
     _check_start,
+    _draft_and_verify,
     _early_exit,
     check_parents,
 )
+from ..numpy.speculative import tree_mask as _tree_mask_np
 from ..numpy.speculative import tree_positions as _tree_positions_np
 from ._tensors import as_float
 
@@ -57,13 +58,7 @@ def accept_drafts(p, q, draft, u):
 
 def tree_mask(parents):
     """``mask[i, j]`` True iff node j is node i or an ancestor; see ``attnlib.numpy.tree_mask``."""
-    parents = check_parents(parents)
-    n = len(parents)
-    mask = torch.eye(n, dtype=torch.bool)
-    for i, parent in enumerate(parents):
-        if parent >= 0:
-            mask[i] |= mask[parent]
-    return mask
+    return torch.from_numpy(_tree_mask_np(parents))
 
 
 def tree_positions(parents, start=0):
@@ -115,45 +110,6 @@ def speculative_generate(target, draft, tokens, max_new_tokens, k, *, rng=None, 
     accepted : list of int
         Drafts accepted at each verification.
     """
-    prompt, max_new_tokens, k, temperature = _check_generate(target, draft, tokens, max_new_tokens, k, rng,
-                                                             temperature)
-    seq = list(prompt)
-    room = len(seq) + max_new_tokens + k + 1
-    t_cache, d_cache = target.new_cache(room), draft.new_cache(room)
-    if len(seq) > 1:
-        target.step(seq[:-1], t_cache, logits_at=-1)  # the cache holds all but the last token
-    accepted = []
-    while len(seq) - len(prompt) < max_new_tokens:
-        drafts, q = [], []
-        feed = seq[d_cache.length:]  # what the draft has not seen yet
-        for _ in range(k):
-            logits = draft.step(feed, d_cache, logits_at=-1)
-            if rng is None:
-                d = int(logits.argmax())
-            else:
-                q.append(_probabilities(logits, temperature))
-                d = int(rng.choice(len(q[-1]), p=q[-1]))
-            drafts.append(d)
-            feed = [d]
-        logits = target.step([seq[-1]] + drafts, t_cache)  # (k + 1, V)
-        if rng is None:
-            best = logits.argmax(dim=-1).tolist()
-            n = next((i for i in range(k) if drafts[i] != best[i]), k)
-            token = int(best[n])
-        else:
-            from ..numpy.speculative import accept_drafts as accept_np
+    return _draft_and_verify(target, draft, tokens, max_new_tokens, k, rng, temperature,
+                             as_float64=lambda logits: logits.detach().cpu().double().numpy())
 
-            n, dist = accept_np(_probabilities(logits, temperature), np.stack(q), drafts, rng.random(k))
-            token = int(rng.choice(len(dist), p=dist))
-        base = len(seq)
-        seq += drafts[:n] + [token]
-        accepted.append(n)
-        t_cache.truncate(base + n)
-        d_cache.truncate(min(d_cache.length, base + n))
-    return seq[len(prompt):len(prompt) + max_new_tokens], accepted
-
-
-def _probabilities(logits, temperature: float) -> np.ndarray:
-    z = logits.detach().cpu().double().numpy() / temperature
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
